@@ -1,0 +1,294 @@
+"""run.sh, the benchmark driver: its aggregation on synthetic runs, the driver on stand-in scripts (failures, a
+missing script, pass-through flags, Ctrl-C), and `--quick` on the real SAC pair end to end."""
+import csv
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT, SUMMARY_KEYS
+
+RUN_SH = ROOT / "run.sh"
+
+
+def run_sh(*args, env=None, check=None):
+    """Run ./run.sh with our interpreter; return the CompletedProcess (check: the exit status it must have)."""
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", **(env or {}))
+    proc = subprocess.run(["bash", str(RUN_SH), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def read_results(out):
+    with open(out / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def md_rows(out):
+    """results.md's table rows as {(algorithm, variant): {column: cell}}."""
+    lines = (out / "results.md").read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("| algorithm | variant |"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        row = dict(zip(header, cells))
+        rows[(row["algorithm"], row["variant"])] = row
+    return rows
+
+
+def check_png(path):
+    """A real PNG that decodes to a non-empty image."""
+    import matplotlib.pyplot as plt
+
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    image = plt.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50, image.shape
+
+
+def write_run(parent, algorithm, variant, seed, sps, ret, status="finished", returns_curve=(1.0, 2.0, 3.0)):
+    """A run folder like a script leaves: summary.json and metrics.csv."""
+    fast = variant != "baseline"
+    script = algorithm + ("_torchcompile" if fast else "")
+    run_dir = parent / f"HalfCheetah-v4__{script}__{seed}__1700000000"
+    run_dir.mkdir(parents=True)
+    summary = {
+        "script": script, "algo": algorithm.split("_")[0], "env_id": "HalfCheetah-v4", "seed": seed,
+        "compile": variant.startswith("compile"), "cudagraphs": variant.endswith("cudagraphs"), "device": "cpu",
+        "gpu_name": None, "cpu_count": 2, "torch_version": "2.13.0", "global_step": 3000, "sps": sps,
+        "wall_time_s": 30.0, "warmup_s": 1.0, "episodic_return": ret, "episodes": 0 if ret is None else 2,
+        "status": status, "args": {"seed": seed, "total_timesteps": 3000, "env_id": "HalfCheetah-v4"},
+    }
+    assert SUMMARY_KEYS <= set(summary)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    with open(run_dir / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", "qf_loss"])
+        w.writerow([1000, "", "", "", 10.0, ""])
+        for i, r in enumerate(returns_curve if ret is not None else ()):
+            w.writerow([2000 + 500 * i, sps, r, 1000, 20.0 + i, 0.5])
+    return run_dir
+
+
+def test_aggregate_synthetic(tmp_path):
+    out = tmp_path / "bench"
+    runs = out / "runs"
+    for seed, sps, ret in [(1, 100.0, 10.0), (2, 120.0, 20.0), (3, 90.0, 30.0)]:
+        write_run(runs / "sac_continuous_action/baseline" / f"seed{seed}", "sac_continuous_action", "baseline", seed, sps, ret)
+    for seed, sps, ret in [(1, 250.0, 40.0), (2, 200.0, 60.0), (3, 230.0, None)]:  # seed 3: no finished episode
+        write_run(runs / "sac_continuous_action/fast" / f"seed{seed}", "sac_continuous_action", "fast", seed, sps, ret)
+    for seed, sps, ret in [(2, 400.0, 70.0), (3, 500.0, 80.0)]:
+        write_run(runs / "sac_continuous_action/compile" / f"seed{seed}", "sac_continuous_action", "compile", seed, sps, ret)
+    write_run(runs / "td3_continuous_action/fast/seed1", "td3_continuous_action", "fast", 1, 1000.0, 5.0)
+    # compile seed 1 failed: only the driver's manifest and its log know about it
+    (out / "logs").mkdir()
+    (out / "logs/sac_continuous_action__compile__seed1.log").write_text(
+        "starting\nTraceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: inductor exploded\n")
+    (out / "runs.tsv").write_text(
+        "algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n"
+        "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/sac_continuous_action__compile__seed1.log\tpython x.py --compile\n")
+
+    run_sh("--aggregate", out, check=0)
+
+    rows = read_results(out)
+    assert len(rows) == 10
+    key = {(r["algorithm"], r["variant"], r["seed"]): r for r in rows}
+    failed = key[("sac_continuous_action", "compile", "1")]
+    assert failed["status"] == "failed" and failed["exit_code"] == "1"
+    assert failed["error"] == "RuntimeError: inductor exploded"
+    assert failed["sps"] == ""
+    assert key[("sac_continuous_action", "fast", "3")]["episodic_return"] == ""
+    assert key[("sac_continuous_action", "fast", "3")]["status"] == "finished"
+    assert float(key[("sac_continuous_action", "baseline", "2")]["sps"]) == 120.0
+    assert sum(r["status"] == "finished" for r in rows) == 9
+    # rows come in algorithm, variant, seed order
+    assert [(r["algorithm"], r["variant"]) for r in rows][:4] == [("sac_continuous_action", "baseline")] * 3 + [("sac_continuous_action", "fast")]
+
+    table = md_rows(out)
+    base = table[("sac_continuous_action", "baseline")]
+    assert (base["steps/s median"], base["steps/s range"], base["speed-up"]) == ("100", "90–120", "1.00x")
+    assert base["episodic return"] == "20.0 ± 10.0" and base["runs"] == "3/3"
+    fast = table[("sac_continuous_action", "fast")]
+    assert (fast["steps/s median"], fast["steps/s range"], fast["speed-up"]) == ("230", "200–250", "2.30x")
+    assert fast["episodic return"].startswith("50.0 ± 14.1")  # the run without an episode is left out
+    assert "2 of 3" in fast["episodic return"]
+    comp = table[("sac_continuous_action", "compile")]
+    assert (comp["steps/s median"], comp["speed-up"], comp["runs"]) == ("450", "4.50x", "2/3")
+    assert comp["episodic return"] == "75.0 ± 7.1"
+    td3 = table[("td3_continuous_action", "fast")]
+    assert (td3["steps/s median"], td3["speed-up"]) == ("1,000", "–")  # no baseline to compare with
+    md = (out / "results.md").read_text()
+    assert "inductor exploded" in md and "sac_continuous_action compile seed 1: failed (exit 1)" in md
+
+    for name in ["sps_sac_continuous_action.png", "curves_sac_continuous_action.png", "sps_td3_continuous_action.png",
+                 "curves_td3_continuous_action.png"]:
+        check_png(out / name)
+        assert f"]({name})" in md
+
+    # publishing copies the small files only
+    pub = tmp_path / "doc/results/test-machine"
+    run_sh("--aggregate", out, "--publish", pub, check=0)
+    assert {p.name for p in pub.iterdir()} == {"results.csv", "results.md", "sps_sac_continuous_action.png",
+                                               "curves_sac_continuous_action.png", "sps_td3_continuous_action.png",
+                                               "curves_td3_continuous_action.png"}
+
+
+# A stand-in for a training script: parses the common flags, writes what a run leaves behind, no torch.
+FAKE_SCRIPT = textwrap.dedent('''
+    import json, os, pathlib, sys, time
+    argv = sys.argv[1:]
+    def flag(name, default=None):
+        value = default
+        for i, a in enumerate(argv):
+            if a == name:
+                value = argv[i + 1]
+        return value
+    script = pathlib.Path(__file__).stem
+    seed, compile_, graphs = int(flag("--seed")), "--compile" in argv, "--cudagraphs" in argv
+    if compile_ and os.environ.get("FAKE_FAIL_COMPILE"):
+        print("compiling...", flush=True)
+        raise RuntimeError("fake compile failure")
+    status, code = "finished", 0
+    if os.environ.get("FAKE_HANG_SEED") == str(seed):
+        pathlib.Path(os.environ["FAKE_MARKER"]).write_text("started")
+        try:
+            while True:
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            status, code = "interrupted", 130
+    run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.csv").write_text("global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n")
+    summary = {"script": script, "algo": "fake", "env_id": "Fake-v0", "seed": seed, "compile": compile_, "cudagraphs": graphs,
+               "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none", "global_step": 200,
+               "sps": 50.0 * seed, "wall_time_s": 1.0, "warmup_s": 0.1, "episodic_return": 2.5, "episodes": 2,
+               "status": status, "args": {"seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv}}
+    path = run_dir / "summary.json"
+    path.write_text(json.dumps(summary))
+    print(path)
+    sys.exit(code)
+''')
+
+
+def fake_scripts(tmp_path, *names):
+    d = tmp_path / "scripts"
+    d.mkdir()
+    for name in names:
+        (d / f"{name}.py").write_text(FAKE_SCRIPT)
+    return d
+
+
+def test_driver_failures_missing_scripts_and_flags(tmp_path):
+    scripts = fake_scripts(tmp_path, "sac_continuous_action", "sac_continuous_action_torchcompile")  # no td3 at all
+    out = tmp_path / "bench"
+    proc = run_sh("--quick", "--scripts", "sac_continuous_action,td3_continuous_action", "--variants", "baseline,fast,compile",
+                  "--seeds", "1,2", "--total-timesteps", "1500", "--out", out, "--", "--env-id", "Fake-v0",
+                  env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_FAIL_COMPILE": "1"}, check=1)
+    assert "MISSING" in proc.stderr and "td3_continuous_action.py does not exist" in proc.stderr
+
+    rows = read_results(out)
+    assert len(rows) == 12  # 2 algorithms x 3 variants x 2 seeds, each one recorded
+    status = {(r["algorithm"], r["variant"], r["seed"]): r["status"] for r in rows}
+    for seed in "12":
+        assert status[("sac_continuous_action", "baseline", seed)] == "finished"
+        assert status[("sac_continuous_action", "fast", seed)] == "finished"
+        assert status[("sac_continuous_action", "compile", seed)] == "failed"
+        for v in ["baseline", "fast", "compile"]:
+            assert status[("td3_continuous_action", v, seed)] == "missing"
+    failed = next(r for r in rows if r["status"] == "failed")
+    assert failed["error"] == "RuntimeError: fake compile failure" and failed["exit_code"] == "1"
+    assert (out / failed["log"]).is_file()
+
+    # the budget: --quick's flags, then --total-timesteps (the last one wins), then the pass-through flags
+    run = next(r for r in rows if r["status"] == "finished")
+    argv = json.loads((out / run["run_dir"] / "summary.json").read_text())["args"]["argv"]
+    assert argv[argv.index("--learning-starts") + 1] == "1000"
+    assert argv[-4:] == ["--total-timesteps", "1500", "--env-id", "Fake-v0"]
+    assert run["total_timesteps"] == "1500"
+
+    table = md_rows(out)
+    assert table[("sac_continuous_action", "fast")]["steps/s median"] == "75.0"  # seeds 1, 2 -> 50, 100
+    assert table[("sac_continuous_action", "fast")]["speed-up"] == "1.00x"
+    assert table[("sac_continuous_action", "compile")]["runs"] == "0/2"
+    assert table[("td3_continuous_action", "baseline")]["runs"] == "0/2"
+    md = (out / "results.md").read_text()
+    assert "fake compile failure" in md and "`--quick`" in md and "td3_continuous_action baseline seed 1: missing" in md
+    assert "## Machine" in md and "python:" in md
+    check_png(out / "sps_sac_continuous_action.png")
+    check_png(out / "curves_sac_continuous_action.png")
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["quick"] and bench["total_timesteps"] == 1500 and bench["extra"] == ["--env-id", "Fake-v0"]
+
+    # the same folder is not run into twice
+    again = run_sh("--out", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=2)
+    assert "already holds a benchmark" in again.stderr
+
+
+def test_driver_interrupt_keeps_what_finished(tmp_path):
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts), FAKE_HANG_SEED="2",
+               FAKE_MARKER=str(marker))
+    proc = subprocess.Popen(["bash", str(RUN_SH), "--scripts", "sac_continuous_action", "--variants", "baseline",
+                             "--seeds", "1,2,3", "--out", str(out)], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not marker.exists() and proc.poll() is None:  # seed 2 is running (and waits for us)
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the driver and its run both get it
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    rows = read_results(out)
+    assert [(r["seed"], r["status"]) for r in rows] == [("1", "finished"), ("2", "interrupted")]  # seed 3 never started
+    assert md_rows(out)[("sac_continuous_action", "baseline")]["steps/s median"] == "50.0"
+    check_png(out / "sps_sac_continuous_action.png")
+
+
+def test_bad_options():
+    for args, message in [(["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
+                          (["--scripts", "dqn"], "--scripts: unknown algorithm 'dqn'"),
+                          (["--seeds", "1,x"], "--seeds: 'x'"),
+                          (["--total-timesteps", "-5"], "--total-timesteps"),
+                          (["--frobnicate"], "unknown option '--frobnicate'")]:
+        proc = run_sh(*args, check=2)
+        assert message in proc.stderr, proc.stderr
+    help_text = run_sh("--help", check=0).stdout
+    for option in ["--quick", "--scripts", "--variants", "--seeds", "--total-timesteps", "--out", "--aggregate", "--publish"]:
+        assert option in help_text
+
+
+def test_quick_sac_end_to_end(tmp_path):
+    """The real SAC pair under --quick (baseline and lean eager; compile is covered by the scripts' own tests)."""
+    out = tmp_path / "bench"
+    run_sh("--quick", "--scripts", "sac_continuous_action", "--variants", "baseline,fast", "--out", out, check=0)
+    rows = read_results(out)
+    assert [(r["algorithm"], r["variant"], r["seed"], r["status"]) for r in rows] == [
+        ("sac_continuous_action", "baseline", "1", "finished"), ("sac_continuous_action", "fast", "1", "finished")]
+    for r in rows:
+        assert r["env_id"] == "HalfCheetah-v4" and r["total_timesteps"] == "1200"
+        assert int(r["global_step"]) >= 1200 and float(r["sps"]) > 0
+        assert r["episodic_return"] != ""  # one 1000-step episode ends before learning starts
+        summary = json.loads((out / r["run_dir"] / "summary.json").read_text())
+        assert SUMMARY_KEYS <= set(summary) and summary["status"] == "finished"
+    table = md_rows(out)
+    base, fast = table[("sac_continuous_action", "baseline")], table[("sac_continuous_action", "fast")]
+    assert base["speed-up"] == "1.00x" and base["runs"] == "1/1" and fast["runs"] == "1/1"
+    ratio = float(rows[1]["sps"]) / float(rows[0]["sps"])
+    assert fast["speed-up"] == f"{ratio:.2f}x"
+    assert base["episodic return"].endswith("(1 run)")
+    md = (out / "results.md").read_text()
+    assert "`--quick`" in md and "HalfCheetah-v4" in md
+    machine = json.loads((out / "machine.json").read_text())
+    assert machine["torch"] != "not installed" and machine["cpu_count"] == os.cpu_count() and machine["python"]
+    check_png(out / "sps_sac_continuous_action.png")
+    check_png(out / "curves_sac_continuous_action.png")
