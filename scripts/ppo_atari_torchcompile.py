@@ -1,0 +1,509 @@
+# PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning, rewritten
+# for speed. --compile (torch.compile) and --cudagraphs (CUDA graphs through tensordict's CudaGraphModule) are
+# independent; with neither it is the lean eager version. Each speed trick is named where it is used ("trick:").
+import copy
+import csv
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import envpool
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict import from_module
+from torch.distributions.categorical import Categorical
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """not available: envpool's Atari environments cannot render videos (the flag only gives an error)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json) is written"""
+    measure_burnin: int = 5
+    """iterations (rollout + update) left out of the steps/s measurement"""
+    log_interval: int = 1
+    """iterations between two rows of metrics.csv"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment (an envpool Atari id)"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: Optional[float] = None
+    """the target KL divergence threshold"""
+
+    # Speed
+    compile: bool = False
+    """whether to use torch.compile on the policy, GAE and update"""
+    cudagraphs: bool = False
+    """whether to capture the policy, GAE and update in CUDA graphs (tensordict's CudaGraphModule); ignored without CUDA"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check_args(args: Args):
+    if args.env_id not in envpool.list_all_envs():
+        fail("--env-id", f"unknown envpool environment {args.env_id!r} (Atari ids such as Breakout-v5, Pong-v5)")
+    if type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
+        fail("--env-id", f"{args.env_id} is not an envpool Atari game; this script needs one such as Breakout-v5")
+    for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
+                        ("--update-epochs", args.update_epochs), ("--total-timesteps", args.total_timesteps),
+                        ("--log-interval", args.log_interval)]:
+        if value < 1:
+            fail(flag, f"must be at least 1, got {value}")
+    args.batch_size = int(args.num_envs * args.num_steps)
+    if args.batch_size % args.num_minibatches != 0:
+        fail("--num-minibatches", f"must divide the batch --num-envs x --num-steps = {args.batch_size}, got {args.num_minibatches}")
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    if args.total_timesteps < args.batch_size:
+        fail("--total-timesteps", f"must be at least one rollout (--num-envs x --num-steps = {args.batch_size}), got {args.total_timesteps}")
+    args.num_iterations = args.total_timesteps // args.batch_size
+    if args.measure_burnin < 0 or args.measure_burnin >= args.num_iterations:
+        fail("--measure-burnin", f"must be in [0, {args.num_iterations}) (the run has {args.num_iterations} iterations), got {args.measure_burnin}")
+    if args.capture_video:
+        fail("--capture-video", "envpool's Atari environments cannot render videos")
+    if args.track:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            fail("--track", "needs wandb, which is not installed (pip install wandb)")
+
+
+class RunLog:
+    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
+
+    def __init__(self, args, run_dir, device, columns):
+        self.args, self.run_dir, self.device = args, run_dir, device
+        os.makedirs(run_dir, exist_ok=True)
+        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(self.columns)
+        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
+        self.episodes = 0
+        self.start = time.time()
+        self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.warmup_s = None
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = None
+        if args.track:
+            import wandb
+
+            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
+                                    name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def start_measure(self, global_step, learning_start_time):
+        self.measure_start = (time.time(), global_step)
+        self.warmup_s = self.measure_start[0] - learning_start_time
+
+    def sps(self, global_step):
+        if self.measure_start is None or global_step <= self.measure_start[1]:
+            return None
+        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+
+    def row(self, global_step, **losses):
+        ret = float(np.mean(self.returns)) if self.returns else None
+        length = float(np.mean(self.lengths)) if self.lengths else None
+        sps = self.sps(global_step)
+        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
+                  "wall_time_s": time.time() - self.start, **losses}
+        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
+        self.file.flush()
+        self.bar.n = global_step
+        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
+        self.bar.refresh()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+        self.bar.close()
+        self.file.close()
+        device = self.device
+        summary = {
+            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
+            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
+            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
+            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
+            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+        }
+        path = os.path.join(self.run_dir, "summary.json")
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb is not None:
+            self.wandb.finish()
+        return path
+
+
+class EpisodeTracker:
+    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
+    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
+
+    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
+    which equals envpool's `info["elapsed_step"]` at game over."""
+
+    def __init__(self, num_envs):
+        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
+        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, info, truncations, valid):
+        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
+        self.episode_returns += info["reward"]
+        self.episode_lengths += valid
+        game_over = info["terminated"].astype(bool) | truncations
+        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
+        self.episode_returns[game_over] = 0
+        self.episode_lengths[game_over] = 0
+        return finished
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, n_actions):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, n_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+
+    def get_value(self, x):
+        return self.critic(self.network(x.float() / 255.0))  # trick: x arrives as uint8, converted on the device
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(x.float() / 255.0)  # trick: x arrives as uint8, converted on the device
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits, validate_args=False)  # trick: argument checks would sync with the GPU
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, gae_lambda: float):
+    """GAE over a rollout of shape (num_steps, num_envs), NEXT_STEP autoreset; the same result as ppo_atari.py's loop.
+
+    Row t holds obs[t], the action taken, and what step t returned: rewards[t], terms[t] (a life loss counts, as in
+    CleanRL) and dones[t] = term | trunc. The row after a done is envpool's reset step (valid = 0): the action was
+    ignored, so it is no transition; its advantage is 0 and no trace crosses it. obs[t+1] is the true next observation,
+    so a truncation bootstraps from values[t+1] and a termination does not bootstrap.
+
+    trick: no loop over time (which torch.compile would unroll). The recursion A[t] = delta[t] + g*l*(1-done[t])*A[t+1]
+    is solved in closed form, A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], as one masked
+    (num_steps x num_steps) contraction per env."""
+    num_steps = rewards.shape[0]
+    next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
+    deltas = rewards + gamma * next_values * (1.0 - terms) - values
+    steps = torch.arange(num_steps, device=rewards.device, dtype=rewards.dtype)
+    gap = steps[None, :] - steps[:, None]  # k - t
+    discount = torch.where(gap >= 0, torch.pow(gamma * gae_lambda, gap.clamp(min=0)), torch.zeros_like(gap))
+    episode = torch.cumsum(dones, 0) - dones  # dones before step k; equal for t and k iff no done in t..k-1
+    same = (episode[None, :, :] == episode[:, None, :]).to(rewards.dtype)
+    advantages = (discount[:, :, None] * same * deltas[None, :, :]).sum(1) * valid
+    returns = advantages + values
+    return advantages, returns
+
+
+def make_optimizer(args, agent, device, compile: bool, cudagraphs: bool):
+    # trick: the learning rate is a 0-d tensor updated in place, so the compiled/captured step never changes.
+    capturable = cudagraphs and not compile and device.type == "cuda"  # an eager step captured in a CUDA graph
+    kwargs = {}
+    if device.type == "cuda" and not compile and not capturable:
+        kwargs["fused"] = True  # trick: the plain step with a tensor lr would read it back (a sync) for every parameter
+    return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
+                      capturable=capturable, **kwargs)
+
+
+def make_functions(args, agent, optimizer, compile: bool, cudagraphs: bool):
+    """The three hot functions: policy (one rollout step), gae (after the rollout), update (one minibatch).
+    Returns (policy, gae, update), compiled and/or graph-captured as asked."""
+    # trick: the rollout runs a copy of the agent whose parameters share storage with the trained ones, detached,
+    # so no autograd graph is built and CUDA graphs can capture it.
+    agent_inference = copy.deepcopy(agent)
+    from_module(agent).data.to_module(agent_inference)
+    agent_inference.requires_grad_(False)  # its own Parameter objects, sharing the trained ones' storage
+
+    def policy(obs):
+        action, logprob, _, value = agent_inference.get_action_and_value(obs)
+        return action, logprob, value.flatten()
+
+    def gae(next_obs, rewards, values, terms, dones, valid):
+        next_value = agent_inference.get_value(next_obs).flatten()
+        return compute_gae(rewards, values, next_value, terms, dones, valid, args.gamma, args.gae_lambda)
+
+    def update(obs, actions, logprobs, advantages, returns, values, w):
+        """One minibatch step. The reset rows weigh 0 in every mean (w * x).sum() / w.sum(); shapes stay fixed."""
+        optimizer.zero_grad()
+        n = w.sum().clamp(min=1.0)
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+        logratio = newlogprob - logprobs
+        ratio = logratio.exp()
+
+        with torch.no_grad():
+            # calculate approx_kl http://joschu.net/blog/kl-approx.html
+            old_approx_kl = (w * -logratio).sum() / n
+            approx_kl = (w * ((ratio - 1) - logratio)).sum() / n
+            clipfrac = (w * ((ratio - 1.0).abs() > args.clip_coef).float()).sum() / n
+
+        if args.norm_adv:  # mean and (unbiased) std over the valid rows
+            mean = (w * advantages).sum() / n
+            std = ((w * (advantages - mean) ** 2).sum() / (n - 1).clamp(min=1.0)).sqrt()
+            advantages = (advantages - mean) / (std + 1e-8)
+
+        # Policy loss
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+        pg_loss = (w * torch.max(pg_loss1, pg_loss2)).sum() / n
+
+        # Value loss
+        newvalue = newvalue.view(-1)
+        if args.clip_vloss:
+            v_loss_unclipped = (newvalue - returns) ** 2
+            v_clipped = values + torch.clamp(newvalue - values, -args.clip_coef, args.clip_coef)
+            v_loss_clipped = (v_clipped - returns) ** 2
+            v_loss = 0.5 * (w * torch.max(v_loss_unclipped, v_loss_clipped)).sum() / n
+        else:
+            v_loss = 0.5 * (w * (newvalue - returns) ** 2).sum() / n
+
+        entropy_loss = (w * entropy).sum() / n
+        loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+        # trick: the statistics stay on the device, stacked, and are read once per logged iteration
+        return torch.stack([v_loss.detach(), pg_loss.detach(), entropy_loss.detach(), old_approx_kl, approx_kl, clipfrac])
+
+    if compile:  # trick: torch.compile fuses the small ops of each function
+        policy = torch.compile(policy)
+        gae = torch.compile(gae, fullgraph=True)
+        update = torch.compile(update)
+    if cudagraphs:  # trick: CUDA graphs replay each function's kernels with one launch
+        from tensordict.nn import CudaGraphModule
+
+        warmup = 3 if compile else 2
+        policy = CudaGraphModule(policy, warmup=warmup)
+        gae = CudaGraphModule(gae, warmup=warmup)
+        update = CudaGraphModule(update, warmup=warmup)
+    return policy, gae, update
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device (nan when Var[returns] is 0)."""
+    n = w.sum().clamp(min=1.0)
+    var = lambda x: (w * (x - (w * x).sum() / n) ** 2).sum() / n  # noqa: E731
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.full_like(var_y, float("nan")), 1 - var(returns - values) / var_y)
+
+
+def main(args: Args):
+    check_args(args)
+    script = os.path.basename(__file__)[: -len(".py")]
+    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.output_dir, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    cudagraphs = args.cudagraphs and device.type == "cuda"
+    if args.cudagraphs and not cudagraphs:
+        print("warning: --cudagraphs: CUDA is not in use, running without CUDA graphs", file=sys.stderr)
+
+    # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed,
+    )
+    obs_shape = envs.single_observation_space.shape
+    tracker = EpisodeTracker(args.num_envs)
+
+    agent = Agent(envs.single_action_space.n).to(device)
+    optimizer = make_optimizer(args, agent, device, args.compile, cudagraphs)
+    policy, gae, update = make_functions(args, agent, optimizer, args.compile, cudagraphs)
+
+    # ALGO Logic: Storage setup. trick: preallocated on the device; observations stay uint8 (4x less to move).
+    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    # trick: what the envs return (rewards, terms, dones) and the valid mask gather on the host and go to the device
+    # in one copy per iteration
+    host = np.zeros((4, args.num_steps, args.num_envs), dtype=np.float32)
+    rewards_h, terms_h, dones_h, valid_h = host
+
+    log = RunLog(args, run_dir, device, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl",
+                                         "approx_kl", "clipfrac", "explained_variance"])
+    status, global_step = "finished", 0
+
+    # TRY NOT TO MODIFY: start the game
+    start_time = time.time()
+    next_obs, _ = envs.reset()
+    next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
+    next_done = np.zeros(args.num_envs, dtype=bool)
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            if iteration - 1 == args.measure_burnin:
+                log.start_measure(global_step, start_time)
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)  # in place, no sync, no recompile
+
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+                step_valid = ~next_done  # the step after a done is envpool's reset step, no transition
+                valid_h[step] = step_valid
+
+                # ALGO LOGIC: action logic
+                action, logprob, value = policy(next_obs)
+                values[step] = value
+                actions[step] = action
+                logprobs[step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
+                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                rewards_h[step], terms_h[step], dones_h[step] = reward, terminations, next_done
+                next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
+                for score, length in tracker.step(info, truncations, step_valid):
+                    log.episode(score, length)
+
+            rewards, terms, dones, valid = torch.from_numpy(host).to(device, non_blocking=True).unbind(0)
+            # bootstrap value if not done; trick: GAE on the device, no Python loop over steps
+            advantages, returns = gae(next_obs, rewards, values, terms, dones, valid)
+
+            # flatten the batch
+            b_obs = obs.reshape((-1,) + obs_shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+            b_valid = valid.reshape(-1)
+
+            # Optimizing the policy and value network
+            clipfrac_sum = torch.zeros((), device=device)
+            for epoch in range(args.update_epochs):
+                b_inds = torch.randperm(args.batch_size, device=device)  # trick: shuffled on the device
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    mb_inds = b_inds[start:start + args.minibatch_size]
+                    out = update(b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds], b_advantages[mb_inds],
+                                 b_returns[mb_inds], b_values[mb_inds], b_valid[mb_inds])
+                    clipfrac_sum += out[5]
+
+                if args.target_kl is not None and out[4] > args.target_kl:  # a sync per epoch, only with --target-kl
+                    break
+
+            if iteration % args.log_interval == 0 or iteration == args.num_iterations:
+                # trick: everything logged comes to the host in one copy
+                v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, _ = out.tolist()
+                n_updates = (epoch + 1) * args.num_minibatches
+                clipfrac, explained_var = torch.stack([clipfrac_sum / n_updates,
+                                                       explained_variance(b_values, b_returns, b_valid)]).tolist()
+                log.row(global_step, learning_rate=optimizer.param_groups[0]["lr"].item(), value_loss=v_loss,
+                        policy_loss=pg_loss, entropy=entropy_loss, old_approx_kl=old_approx_kl, approx_kl=approx_kl,
+                        clipfrac=clipfrac, explained_variance=explained_var)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs)
+    print(path)
+    if status == "interrupted":
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
