@@ -61,7 +61,9 @@ Options:
   --seeds 1,2,3           seeds (default: ${DEFAULT_SEEDS}, or ${QUICK_SEEDS} with --quick)
   --total-timesteps N     give every run this budget (overrides the defaults and --quick's)
   --out DIR               where everything goes (default: bench/<date-time>; bench/ is git-ignored);
-                          must not hold an earlier benchmark
+                          must not hold an earlier benchmark unless --append
+  --append                add these runs to the benchmark already in --out (e.g. one algorithm per call on
+                          a machine with a time limit per command); the tables then cover all of them
   --aggregate DIR         run nothing: re-read DIR (the --out of an earlier run.sh, or any folder with run
                           folders holding summary.json) and rewrite its results.csv, results.md and plots
   --publish DIR           afterwards, copy the small files (results.csv, results.md, machine.*, *.png) into
@@ -113,6 +115,7 @@ SEEDS=""
 TOTAL_TIMESTEPS=""
 OUT=""
 AGGREGATE=""
+APPEND=0
 PUBLISH=""
 EXTRA=()
 ORIG_ARGS=("$@")
@@ -134,6 +137,7 @@ while [ $# -gt 0 ]; do
             exit 0
             ;;
         --quick) QUICK=1 ;;
+        --append) APPEND=1 ;;
         --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish)
             if [ "$has_inline" = 0 ]; then
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
@@ -385,7 +389,8 @@ if plt is not None:
                 continue
             any_points = True
             v = rec["variant"]
-            kw = dict(color=colors.get(v, "grey"), alpha=0.8, lw=1.2, label=None if v in labelled else v)
+            kw = dict(color=colors.get(v, "grey"), alpha=0.8, lw=1.2, label=None if v in labelled else v,
+                      marker="." if len(ys) < 30 else None)
             labelled.add(v)
             axes[0].plot(xs, ys, **kw)
             if not all(math.isnan(t) for t in ts):
@@ -549,7 +554,9 @@ fi
 [ -n "$OUT" ] || OUT="$ROOT/bench/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT" || die "--out: cannot create $OUT"
 OUT="$(cd "$OUT" && pwd)"
-[ ! -e "$OUT/runs.tsv" ] || die "--out: $OUT already holds a benchmark (runs.tsv); choose another folder, or re-read it with --aggregate $OUT"
+if [ "$APPEND" = 0 ] && [ -e "$OUT/runs.tsv" ]; then
+    die "--out: $OUT already holds a benchmark (runs.tsv); choose another folder, add to it with --append, or re-read it with --aggregate $OUT"
+fi
 if [ -n "$PUBLISH" ]; then
     mkdir -p "$PUBLISH" || die "--publish: cannot create $PUBLISH"
     PUBLISH="$(cd "$PUBLISH" && pwd)"
@@ -571,12 +578,18 @@ BENCH_QUICK="$QUICK" BENCH_TT="$TOTAL_TIMESTEPS" BENCH_CMD="${CMDLINE% }" BENCH_
 import datetime, json, os, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 budgets = dict(line.split("=", 1) for line in os.environ["BENCH_BUDGETS"].splitlines() if line)
-json.dump({
+new = {
     "command": os.environ["BENCH_CMD"], "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     "quick": os.environ["BENCH_QUICK"] == "1", "total_timesteps": int(os.environ["BENCH_TT"]) if os.environ["BENCH_TT"] else None,
     "extra": sys.argv[2:], "budgets": budgets, "seeds": [int(s) for s in os.environ["BENCH_SEEDS"].split()],
     "variants": os.environ["BENCH_VARIANTS"].split(), "python": sys.executable,
-}, open(out / "bench.json", "w"), indent=2)
+}
+if (out / "bench.json").is_file():  # --append: one record for all the calls
+    old = json.load(open(out / "bench.json"))
+    new = {**old, "command": f"{old['command']}; then {new['command']}", "quick": old["quick"] or new["quick"],
+           "total_timesteps": new["total_timesteps"] or old["total_timesteps"], "extra": old["extra"] or new["extra"],
+           "budgets": {**old["budgets"], **new["budgets"]}, "seeds": sorted(set(old["seeds"]) | set(new["seeds"]))}
+json.dump(new, open(out / "bench.json", "w"), indent=2)
 PY
 
 "$PYTHON" - "$OUT" "$ROOT" <<'PY' || echo "run.sh: warning: could not record the machine" >&2
@@ -642,7 +655,7 @@ PY
 # The runs, one at a time.
 INTERRUPTED=0
 trap 'INTERRUPTED=1' INT TERM # the running script gets the Ctrl-C too and writes its summary as "interrupted"
-printf 'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n' >"$OUT/runs.tsv"
+[ -e "$OUT/runs.tsv" ] || printf 'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n' >"$OUT/runs.tsv"
 TOTAL=$((${#RUN_ALGOS[@]} * ${#RUN_VARIANTS[@]} * ${#RUN_SEEDS[@]}))
 N=0
 FAILED=0
@@ -656,6 +669,12 @@ for a in "${RUN_ALGOS[@]}"; do
             file="$SCRIPTS_DIR/$(variant_file "$a" "$v")"
             log="logs/$name.log"
             rundir="runs/$a/$v/seed$s"
+            k=1
+            while [ -e "$OUT/$log" ] || [ -e "$OUT/$rundir" ]; do # --append of a run made before: keep both
+                k=$((k + 1))
+                log="logs/$name.$k.log"
+                rundir="runs/$a/$v/seed$s.$k"
+            done
             budget=()
             if [ "$QUICK" = 1 ]; then read -r -a budget <<<"$(quick_flags "$a")"; fi
             if [ -n "$TOTAL_TIMESTEPS" ]; then budget+=(--total-timesteps "$TOTAL_TIMESTEPS"); fi

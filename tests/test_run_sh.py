@@ -229,9 +229,17 @@ def test_driver_failures_missing_scripts_and_flags(tmp_path):
     bench = json.loads((out / "bench.json").read_text())
     assert bench["quick"] and bench["total_timesteps"] == 1500 and bench["extra"] == ["--env-id", "Fake-v0"]
 
-    # the same folder is not run into twice
+    # the same folder is not run into twice by mistake, but can be added to
     again = run_sh("--out", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=2)
     assert "already holds a benchmark" in again.stderr
+    run_sh("--append", "--scripts", "sac_continuous_action", "--variants", "fast", "--seeds", "1,3", "--out", out,
+           env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    rows = read_results(out)
+    assert len(rows) == 14 and sum(r["status"] == "finished" for r in rows) == 6
+    fast = [r for r in rows if r["variant"] == "fast" and r["algorithm"] == "sac_continuous_action"]
+    assert sorted(r["seed"] for r in fast) == ["1", "1", "2", "3"] and len({r["log"] for r in fast}) == 4
+    assert md_rows(out)[("sac_continuous_action", "fast")]["steps/s median"] == "75.0"  # 50, 50, 100, 150
+    assert "; then ./run.sh --append" in json.loads((out / "bench.json").read_text())["command"]
 
 
 def test_driver_interrupt_keeps_what_finished(tmp_path):
