@@ -712,8 +712,8 @@ for a in "${RUN_ALGOS[@]}"; do
             fi
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$OUT/runs.tsv"
             if [ "$status" = finished ]; then
-                info="$("$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1])); r=s.get("episodic_return")
-print(f"{s.get(\"sps\") or 0:.1f} steps/s, return {\"-\" if r is None else format(r, \".1f\")}")' "$summary" 2>/dev/null)"
+                info="$("$PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1])); r = s.get("episodic_return")
+print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1f" % r))' "$summary" 2>/dev/null)"
                 echo "    finished in $((SECONDS - start)) s: $info"
             else
                 echo "    $status (exit $rc) after $((SECONDS - start)) s; end of $OUT/$log:" >&2
