@@ -1,0 +1,501 @@
+# PPO for continuous actions, the fast variant of ppo_continuous_action.py: the same algorithm, defaults and env
+# handling, rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are
+# independent; with neither it is the "lean eager" version. Each speed trick is named in a comment where it is used.
+# As in the baseline: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
+# env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
+# its true final observation (see compute_gae), where CleanRL's code would be off by one step.
+import csv
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict import from_module
+from tensordict.nn import CudaGraphModule
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    measure_burnin: int = 1
+    """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
+
+    # Algorithm specific arguments
+    env_id: str = "HalfCheetah-v4"
+    """the id of the environment"""
+    total_timesteps: int = 1000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 3e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    num_steps: int = 2048
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 32
+    """the number of mini-batches"""
+    update_epochs: int = 10
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.0
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: Optional[float] = None
+    """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
+
+    compile: bool = False
+    """whether to use torch.compile on the policy and the update"""
+    cudagraphs: bool = False
+    """whether to capture the policy and the update as CUDA graphs (CUDA only: on the CPU a warning, then no graphs)"""
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
+    probe = gym.make(args.env_id)
+    action_space = probe.action_space
+    probe.close()
+    if not isinstance(action_space, gym.spaces.Box):
+        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; this PPO needs a continuous (Box) one")
+    for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
+                        ("--update-epochs", args.update_epochs), ("--total-timesteps", args.total_timesteps)]:
+        if value < 1:
+            fail(flag, f"must be at least 1, got {value}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches != 0:
+        fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
+    if batch_size // args.num_minibatches < 2:
+        fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
+    if args.total_timesteps < batch_size:
+        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
+    if args.measure_burnin < 0:
+        fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
+    if args.target_kl is not None and args.target_kl <= 0:
+        fail("--target-kl", f"must be positive (or left out), got {args.target_kl}")
+    if args.track:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            fail("--track", "needs wandb, which is not installed (pip install wandb)")
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
+
+
+def make_env(env_id, idx, capture_video, video_dir, gamma):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
+        env = gym.wrappers.RecordEpisodeStatistics(env)  # before the normalizations: it records the true returns
+        env = gym.wrappers.ClipAction(env)
+        env = gym.wrappers.NormalizeObservation(env)
+        clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
+        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+        env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+        return env
+
+    return thunk
+
+
+class RunLog:
+    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
+
+    def __init__(self, args, run_dir, device, columns):
+        self.args, self.run_dir, self.device = args, run_dir, device
+        os.makedirs(run_dir, exist_ok=True)
+        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(self.columns)
+        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
+        self.episodes = 0
+        self.start = time.time()
+        self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.warmup_s = None
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = None
+        if args.track:
+            import wandb
+
+            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
+                                    name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def start_measure(self, global_step, learning_start_time):
+        self.measure_start = (time.time(), global_step)
+        self.warmup_s = self.measure_start[0] - learning_start_time
+
+    def sps(self, global_step):
+        if self.measure_start is None or global_step <= self.measure_start[1]:
+            return None
+        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+
+    def row(self, global_step, **losses):
+        ret = float(np.mean(self.returns)) if self.returns else None
+        length = float(np.mean(self.lengths)) if self.lengths else None
+        sps = self.sps(global_step)
+        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
+                  "wall_time_s": time.time() - self.start, **losses}
+        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
+        self.file.flush()
+        self.bar.n = global_step
+        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
+        self.bar.refresh()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+        self.bar.close()
+        self.file.close()
+        device = self.device
+        summary = {
+            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
+            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
+            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
+            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
+            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+        }
+        path = os.path.join(self.run_dir, "summary.json")
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb is not None:
+            self.wandb.finish()
+        return path
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor_mean = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),
+        )
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    # Speed: the Normal distribution's closed forms instead of a torch.distributions object (its construction and
+    # argument checks cost more than the math). Same formulas as Normal.sample, .log_prob and .entropy.
+    def get_action(self, x):
+        """The rollout's policy: only the actor runs per step; log-probs and values come later, batched."""
+        action_mean = self.actor_mean(x)
+        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean)
+
+    def evaluate(self, x, action):
+        """(log-prob of action, entropy, value) for a batch of observations."""
+        action_mean = self.actor_mean(x)
+        action_logstd = self.actor_logstd.expand_as(action_mean)
+        var = torch.exp(2 * action_logstd)
+        logprob = -((action - action_mean) ** 2) / (2 * var) - action_logstd - math.log(math.sqrt(2 * math.pi))
+        entropy = 0.5 + 0.5 * math.log(2 * math.pi) + action_logstd
+        return logprob.sum(1), entropy.sum(1), self.critic(x).view(-1)
+
+
+def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma, gae_lambda):
+    """GAE over a NEXT_STEP rollout; all inputs are (num_steps, num_envs) but next_value, V(obs after the last step).
+
+    Row t is the transition obs[t] -> obs[t+1]. When it ends an episode (dones[t]), obs[t+1] is the true final
+    observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
+    then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
+    """
+    # Speed: the deltas for all steps at once, then a reverse scan of one fused op (addcmul) per step, run eagerly on
+    # device tensors. No per-step Python arithmetic, and nothing unrolled for torch.compile (LeanRL's compiled loop
+    # of 2048 steps takes minutes to compile).
+    next_values = torch.cat([values[1:], next_value.reshape(1, -1)], 0)
+    advantages = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas, scanned in place
+    coefs = (gamma * gae_lambda) * (1.0 - dones) * valids
+    adv, coef = advantages.unbind(0), coefs.unbind(0)
+    for t in range(rewards.shape[0] - 2, -1, -1):
+        torch.addcmul(adv[t], coef[t], adv[t + 1], out=adv[t])  # A[t] = delta[t] + coef[t] * A[t+1]
+    return advantages, advantages + values
+
+
+def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
+    """The minibatch update and the rollout policy, compiled (args.compile) and/or graph-captured (cudagraphs)."""
+    # Speed: the policy runs a copy of the agent whose parameters share storage with the agent's but carry no
+    # autograd (LeanRL's trick), so the rollout builds no graph and CUDA graphs accept it.
+    agent_inference = Agent(agent.actor_mean[0].in_features, agent.actor_logstd.shape[1]).to(agent.actor_logstd.device)
+    from_module(agent).data.to_module(agent_inference)
+
+    def policy(obs):
+        return agent_inference.get_action(obs)
+
+    def update(obs, actions, logprobs, advantages, returns, values, valids, idx):
+        # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
+        obs, actions, logprobs, advantages = obs[idx], actions[idx], logprobs[idx], advantages[idx]
+        returns, values, w = returns[idx], values[idx], valids[idx]  # reset rows stay, with weight 0
+        wsum = w.sum().clamp(min=1.0)
+        optimizer.zero_grad()
+        newlogprob, entropy, newvalue = agent.evaluate(obs, actions)
+        logratio = newlogprob - logprobs
+        ratio = logratio.exp()
+
+        with torch.no_grad():
+            # calculate approx_kl http://joschu.net/blog/kl-approx.html
+            old_approx_kl = (-logratio * w).sum() / wsum
+            approx_kl = (((ratio - 1) - logratio) * w).sum() / wsum
+            clipfrac = (((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum
+
+        if args.norm_adv:  # mean and (unbiased) std over the valid rows
+            mean = (advantages * w).sum() / wsum
+            std = (((advantages - mean) ** 2 * w).sum() / (wsum - 1).clamp(min=1.0)).sqrt()
+            advantages = (advantages - mean) / (std + 1e-8)
+
+        # Policy loss
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+        pg_loss = (torch.max(pg_loss1, pg_loss2) * w).sum() / wsum
+
+        # Value loss
+        if args.clip_vloss:
+            v_loss_unclipped = (newvalue - returns) ** 2
+            v_clipped = values + torch.clamp(newvalue - values, -args.clip_coef, args.clip_coef)
+            v_loss_clipped = (v_clipped - returns) ** 2
+            v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+            v_loss = 0.5 * (v_loss_max * w).sum() / wsum
+        else:
+            v_loss = 0.5 * (((newvalue - returns) ** 2) * w).sum() / wsum
+
+        entropy_loss = (entropy * w).sum() / wsum
+        loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+        # Speed: the statistics stay on the device as one tensor, read once per iteration.
+        return torch.stack([pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), old_approx_kl, approx_kl, clipfrac])
+
+    if args.compile:
+        policy = torch.compile(policy)
+        update = torch.compile(update)
+    if cudagraphs:
+        policy = CudaGraphModule(policy, warmup=3 if args.compile else 2)
+        update = CudaGraphModule(update, warmup=3 if args.compile else 2)
+    return update, policy
+
+
+STATS = ["policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"]  # what update returns
+
+
+def main(args: Args):
+    check_args(args)
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    num_iterations = args.total_timesteps // batch_size
+    script = os.path.basename(__file__)[: -len(".py")]
+    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.output_dir, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    cudagraphs = args.cudagraphs and device.type == "cuda"  # the effective value, recorded in summary.json
+    if args.cudagraphs and not cudagraphs:
+        print("warning: --cudagraphs: CUDA graphs need a CUDA device; running without them", file=sys.stderr)
+
+    # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
+    # the true final observation; the next step only resets that env, and its row is masked out (valids).
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, i, args.capture_video, os.path.join(run_dir, "videos"), args.gamma) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+    )
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
+
+    agent = Agent(obs_dim, action_dim).to(device)
+    # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
+    # Adam(capturable=True) only for CUDA graphs without compile (eager capturable Adam fails on the CPU; inductor
+    # handles it under compile). A tensor lr keeps Adam's foreach off unless capturable.
+    optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
+                           capturable=cudagraphs and not args.compile)
+    update, policy = make_update_and_policy(args, agent, optimizer, cudagraphs)
+    agent_inference = Agent(obs_dim, action_dim).to(device)  # for the batched log-probs and values: no autograd
+    from_module(agent).data.to_module(agent_inference)
+
+    # ALGO Logic: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
+    # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
+    pin = device.type == "cuda"
+    host = {k: torch.zeros(shape, pin_memory=pin) for k, shape in [
+        ("obs", (args.num_steps, args.num_envs, obs_dim)), ("actions", (args.num_steps, args.num_envs, action_dim)),
+        ("rewards", (args.num_steps, args.num_envs)), ("terminations", (args.num_steps, args.num_envs)),
+        ("dones", (args.num_steps, args.num_envs)), ("valids", (args.num_steps, args.num_envs))]}
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
+
+    log = RunLog(args, run_dir, device, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
+                                         "clipfrac", "explained_variance"])
+    status, global_step = "finished", 0
+
+    # TRY NOT TO MODIFY: start the game
+    start_time = time.time()
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+    next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
+    try:
+        for iteration in range(1, num_iterations + 1):
+            if iteration == args.measure_burnin + 1:
+                log.start_measure(global_step, start_time)
+            # Annealing the rate if instructed to do so.
+            lrnow = args.learning_rate
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                lrnow = frac * args.learning_rate
+                optimizer.param_groups[0]["lr"].copy_(lrnow)
+
+            with torch.no_grad():
+                for step in range(0, args.num_steps):
+                    global_step += args.num_envs
+                    stage["obs"][step] = next_obs
+                    stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
+
+                    # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
+                    action = policy(torch.from_numpy(next_obs).to(device, non_blocking=True)).cpu().numpy()
+                    stage["actions"][step] = action
+
+                    # TRY NOT TO MODIFY: execute the game and log data.
+                    next_obs, reward, termination, truncation, infos = envs.step(action)
+                    next_done = np.logical_or(termination, truncation)
+                    stage["rewards"][step] = reward
+                    stage["terminations"][step] = termination
+                    stage["dones"][step] = next_done
+                    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+
+                    if "episode" in infos:
+                        for i in np.flatnonzero(infos["_episode"]):
+                            log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+
+                for k in storage:
+                    storage[k].copy_(host[k], non_blocking=True)
+                # Speed: the rollout's log-probs and values in one batched forward (the parameters did not change)
+                b_obs, b_actions = storage["obs"].view(-1, obs_dim), storage["actions"].view(-1, action_dim)
+                b_logprobs, _, b_values = agent_inference.evaluate(b_obs, b_actions)
+                values = b_values.view(args.num_steps, args.num_envs)
+                # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
+                next_value = agent_inference.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1)
+                advantages, returns = compute_gae(storage["rewards"], values, next_value, storage["terminations"],
+                                                  storage["dones"], storage["valids"], args.gamma, args.gae_lambda)
+
+            # flatten the batch
+            batch = (b_obs, b_actions, b_logprobs, advantages.view(-1), returns.view(-1), b_values, storage["valids"].view(-1))
+
+            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
+            stats = []
+            for epoch in range(args.update_epochs):
+                # Speed: the permutation is drawn on the device; no host round trip per minibatch.
+                b_inds = torch.randperm(batch_size, device=device).split(minibatch_size)
+                for mb_inds in b_inds:
+                    stats.append(update(*batch, mb_inds))
+                # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
+                if args.target_kl is not None and stats[-1][4].item() > args.target_kl:
+                    break
+
+            # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
+            with torch.no_grad():
+                w = batch[-1]
+                wsum = w.sum()
+                y_true = batch[4]
+                var_y = ((y_true - (y_true * w).sum() / wsum) ** 2 * w).sum() / wsum
+                diff = y_true - b_values
+                var_diff = ((diff - (diff * w).sum() / wsum) ** 2 * w).sum() / wsum
+                s = torch.stack(stats)
+                logged = torch.cat([s[-1], s[:, 5].mean().view(1), var_y.view(1), var_diff.view(1)]).tolist()
+            losses = dict(zip(STATS, logged[:6]))
+            losses["clipfrac"] = logged[6]
+            var_y, var_diff = logged[7], logged[8]
+            explained_var = np.nan if var_y == 0 else 1 - var_diff / var_y
+            log.row(global_step, learning_rate=lrnow, explained_variance=float(explained_var), **losses)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs)
+    print(path)
+    if status == "interrupted":
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
