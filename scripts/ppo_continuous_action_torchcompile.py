@@ -288,12 +288,17 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     return advantages, advantages + values
 
 
-def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
-    """The minibatch update and the rollout policy, compiled (args.compile) and/or graph-captured (cudagraphs)."""
-    # Speed: the policy runs a copy of the agent whose parameters share storage with the agent's but carry no
-    # autograd (LeanRL's trick), so the rollout builds no graph and CUDA graphs accept it.
+def inference_copy(agent):
+    """Speed (LeanRL's trick): a copy of the agent whose parameters share storage with the agent's (so it follows
+    every update) but carry no autograd, so the rollout builds no graph and CUDA graphs accept it."""
     agent_inference = Agent(agent.actor_mean[0].in_features, agent.actor_logstd.shape[1]).to(agent.actor_logstd.device)
     from_module(agent).data.to_module(agent_inference)
+    return agent_inference.requires_grad_(False)  # to_module makes Parameters that would require grad
+
+
+def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
+    """The minibatch update and the rollout policy, compiled (args.compile) and/or graph-captured (cudagraphs)."""
+    agent_inference = inference_copy(agent)
 
     def policy(obs):
         return agent_inference.get_action(obs)
@@ -393,8 +398,7 @@ def main(args: Args):
     optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
                            capturable=cudagraphs and not args.compile)
     update, policy = make_update_and_policy(args, agent, optimizer, cudagraphs)
-    agent_inference = Agent(obs_dim, action_dim).to(device)  # for the batched log-probs and values: no autograd
-    from_module(agent).data.to_module(agent_inference)
+    agent_inference = inference_copy(agent)  # for the batched log-probs and values
 
     # ALGO Logic: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.

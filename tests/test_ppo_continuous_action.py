@@ -1,0 +1,314 @@
+"""PPO with continuous actions: the baseline and the fast variant (all on the CPU but the `gpu` test)."""
+import copy
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from conftest import check_summary, load_script, read_metrics, run_script
+
+BASE = "ppo_continuous_action"
+FAST = "ppo_continuous_action_torchcompile"
+# Two iterations of 2 envs x 128 steps on Pendulum (200-step episodes): both envs truncate in the second rollout,
+# so a done row, a NEXT_STEP reset row and a bootstrap from the true final observation all happen in a real run.
+# The shapes (obs 3, action 1, batch 256, minibatch 64) are those of the parity tests, so compiles can share the cache.
+SHORT = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "4",
+         "--update-epochs", "2", "--total-timesteps", "512", "--measure-burnin", "1"]
+OBS_DIM, ACT_DIM, BATCH, MINIBATCH = 3, 1, 256, 64
+
+
+@pytest.fixture(scope="module")
+def base():
+    return load_script(BASE)
+
+
+@pytest.fixture(scope="module")
+def fast():
+    return load_script(FAST)
+
+
+# --- short runs of each file and each flag combination ---------------------------------------------------------
+
+RUNS = [
+    pytest.param(BASE, [], id="baseline"),
+    pytest.param(FAST, [], id="fast"),
+    pytest.param(FAST, ["--cudagraphs"], id="fast-cudagraphs"),
+    pytest.param(FAST, ["--compile"], id="fast-compile", marks=pytest.mark.compile),
+    pytest.param(FAST, ["--compile", "--cudagraphs"], id="fast-compile-cudagraphs", marks=pytest.mark.compile),
+]
+
+
+@pytest.mark.parametrize("script,flags", RUNS)
+def test_short_run(script, flags, tmp_path):
+    proc, summary = run_script(script, *SHORT, *flags, tmp_path=tmp_path)
+    compile_, cudagraphs = "--compile" in flags, "--cudagraphs" in flags and torch.cuda.is_available()
+    check_summary(summary, script, "ppo", "Pendulum-v1", 512, compile=compile_, cudagraphs=cudagraphs)
+    assert summary["global_step"] == 512
+    # both envs finished their 200-step episode in the second rollout; the returns are the raw (unnormalised) ones
+    assert summary["episodes"] == 2
+    assert -16.3 * 200 < summary["episodic_return"] < 0  # Pendulum: at most 16.3 of cost per step
+    rows = read_metrics(summary)
+    assert [int(r["global_step"]) for r in rows] == [256, 512]  # one row per iteration
+    assert rows[0]["sps"] == "" and float(rows[1]["sps"]) > 0  # the first iteration is the burn-in
+    assert [float(r["learning_rate"]) for r in rows] == pytest.approx([3e-4, 1.5e-4])  # annealed
+    assert rows[0]["episodic_return"] == "" and float(rows[1]["episodic_length"]) == 200
+    for row in rows:
+        for key in ["value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"]:
+            assert math.isfinite(float(row[key])), (key, row)
+        assert float(row["value_loss"]) > 0 and 0 <= float(row["clipfrac"]) <= 1
+    if "--cudagraphs" in flags and not torch.cuda.is_available():
+        assert proc.stderr.count("--cudagraphs") == 1, proc.stderr  # one warning line, then no graphs
+
+
+# --- bad input ---------------------------------------------------------------------------------------------------
+
+BAD = [
+    pytest.param(["--num-steps", "100", "--num-minibatches", "3"], "--num-minibatches", id="minibatches-do-not-divide"),
+    pytest.param(["--num-steps", "128", "--num-envs", "2", "--total-timesteps", "200"], "--total-timesteps", id="budget-below-one-rollout"),
+    pytest.param(["--env-id", "CartPole-v1"], "--env-id", id="discrete-env"),
+]
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+@pytest.mark.parametrize("flags,flag", BAD)
+def test_bad_input(script, flags, flag, tmp_path):
+    env = [] if "--env-id" in flags else ["--env-id", "Pendulum-v1"]
+    proc, _ = run_script(script, *env, *flags, tmp_path=tmp_path, expect_ok=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), proc.stderr
+    if flag == "--env-id":
+        assert "Discrete" in lines[0]
+    assert not (tmp_path / "runs").exists()  # it failed before any work
+
+
+# --- GAE on hand-made NEXT_STEP rollouts -------------------------------------------------------------------------
+
+# per env: {row: "term" | "trunc"} for the rows that end an episode, and whether row 0 is a reset row (the previous
+# rollout ended with a done). The row after each done is a NEXT_STEP reset row: reward 0, no done, not valid.
+PATTERNS = [
+    ({3: "term", 8: "trunc"}, False),
+    ({}, False),
+    ({11: "trunc"}, True),  # a truncation on the last row bootstraps from next_value
+    ({5: "term", 11: "term"}, True),
+]
+T, GAMMA, LAMBDA = 12, 0.99, 0.95
+
+
+def make_rollout(num_envs, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(T, num_envs, generator=g)
+    values = torch.randn(T, num_envs, generator=g)
+    next_value = torch.randn(1, num_envs, generator=g)
+    terms, dones, valids = torch.zeros(T, num_envs), torch.zeros(T, num_envs), torch.ones(T, num_envs)
+    for e in range(num_envs):
+        ends, starts_with_reset = PATTERNS[e % len(PATTERNS)]
+        valids[0, e] = 0.0 if starts_with_reset else 1.0
+        for t, kind in ends.items():
+            dones[t, e] = 1.0
+            terms[t, e] = float(kind == "term")
+            if t + 1 < T:
+                valids[t + 1, e] = 0.0
+    rewards = rewards * valids  # NEXT_STEP reset rows give reward 0
+    return rewards, values, next_value, terms, dones, valids
+
+
+def reference_gae(rewards, values, next_value, terms, dones, valids):
+    """The definition, summed term by term: A[t] = sum_k (gamma lambda)^(k-t) delta_k up to the episode's last row."""
+    r, v, nv = rewards.double().numpy(), values.double().numpy(), next_value.double().numpy().reshape(-1)
+    te, d, va = terms.numpy(), dones.numpy(), valids.numpy()
+    adv = np.zeros_like(r)
+    for e in range(r.shape[1]):
+        for t in range(T):
+            if not va[t, e]:
+                continue  # a reset row is not a transition
+            acc, disc = 0.0, 1.0
+            for k in range(t, T):
+                v_next = nv[e] if k == T - 1 else v[k + 1, e]  # obs[k+1] is the true final obs when row k ends an episode
+                acc += disc * (r[k, e] + GAMMA * v_next * (1.0 - te[k, e]) - v[k, e])
+                if d[k, e]:
+                    break
+                disc *= GAMMA * LAMBDA
+            adv[t, e] = acc
+    return adv, adv + v
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+@pytest.mark.parametrize("num_envs", [1, 4])
+def test_gae_matches_reference(script, num_envs, base, fast):
+    module = {BASE: base, FAST: fast}[script]
+    rollout = make_rollout(num_envs)
+    before = [x.clone() for x in rollout]
+    adv, ret = module.compute_gae(*rollout, GAMMA, LAMBDA)
+    ref_adv, ref_ret = reference_gae(*rollout)
+    np.testing.assert_allclose(adv.numpy(), ref_adv, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ret.numpy(), ref_ret, rtol=1e-5, atol=1e-5)
+    for x, y in zip(rollout, before):
+        assert torch.equal(x, y)  # inputs untouched
+    assert (adv[rollout[5] == 0] == 0).all()
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+def test_gae_reset_rows_and_bootstrap(script, base, fast):
+    module = {BASE: base, FAST: fast}[script]
+    rewards, values, next_value, terms, dones, valids = make_rollout(1)  # env 0: terminates at row 3, truncates at 8
+    adv, _ = module.compute_gae(rewards, values, next_value, terms, dones, valids, GAMMA, LAMBDA)
+    # whatever a reset row holds as reward, no advantage changes
+    r2 = rewards.clone()
+    r2[4, 0] = r2[9, 0] = 123.0
+    adv2, _ = module.compute_gae(r2, values, next_value, terms, dones, valids, GAMMA, LAMBDA)
+    torch.testing.assert_close(adv2, adv)
+    # after a termination the final observation's value is not used ...
+    v2 = values.clone()
+    v2[4, 0] += 5.0
+    adv3, _ = module.compute_gae(rewards, v2, next_value, terms, dones, valids, GAMMA, LAMBDA)
+    torch.testing.assert_close(adv3[:4], adv[:4])
+    # ... after a truncation it is the bootstrap: A[8] moves by gamma * dV, earlier rows by their discount of it
+    v3 = values.clone()
+    v3[9, 0] += 5.0
+    adv4, _ = module.compute_gae(rewards, v3, next_value, terms, dones, valids, GAMMA, LAMBDA)
+    shift = (adv4 - adv)[:, 0]
+    assert shift[8].item() == pytest.approx(GAMMA * 5.0, rel=1e-5)
+    assert shift[7].item() == pytest.approx(GAMMA * LAMBDA * GAMMA * 5.0, rel=1e-5)
+    assert (shift[:5] == 0).all() and shift[9].item() == 0  # the episode before, and the reset row itself
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+def test_episode_return_is_raw_and_next_step_reset_row(script, base, fast):
+    """RecordEpisodeStatistics sits before the normalising wrappers: it reports the true return of the episode."""
+    module = {BASE: base, FAST: fast}[script]
+    envs = gym.vector.SyncVectorEnv([module.make_env("Pendulum-v1", 0, False, None, 0.99)],
+                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    raw = gym.make("Pendulum-v1")
+    envs.reset(seed=3)
+    raw.reset(seed=3)
+    rng = np.random.default_rng(0)
+    total, rewards_seen = 0.0, []
+    for t in range(200):
+        a = rng.uniform(-2, 2, size=(1, 1)).astype(np.float32)
+        obs, r, term, trunc, info = envs.step(a)
+        _, raw_r, _, _, _ = raw.step(a[0])
+        total += raw_r
+        rewards_seen.append(r[0])
+        assert obs.dtype == np.float32 and np.abs(obs).max() <= 10
+    assert trunc[0] and not term[0] and info["_episode"][0]
+    assert info["episode"]["r"][0] == pytest.approx(total, rel=1e-5) and info["episode"]["l"][0] == 200
+    assert not np.isclose(sum(rewards_seen), total)  # the agent learns from normalised rewards
+    obs, r, term, trunc, info = envs.step(a)  # the NEXT_STEP reset row compute_gae masks out
+    assert r[0] == 0 and not term[0] and not trunc[0] and "episode" not in info
+    envs.close()
+
+
+# --- the fast variant's compiled update and policy against the eager ones -----------------------------------------
+
+def make_batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    valids = torch.ones(BATCH)
+    valids[torch.randperm(BATCH, generator=g)[:10]] = 0.0  # a few reset rows
+    return (torch.randn(BATCH, OBS_DIM, generator=g), torch.randn(BATCH, ACT_DIM, generator=g),
+            torch.randn(BATCH, generator=g) - 1.0, torch.randn(BATCH, generator=g), torch.randn(BATCH, generator=g),
+            torch.randn(BATCH, generator=g), valids)
+
+
+def build_pair(fast, compile_, cudagraphs=False, device="cpu"):
+    """(eager agent, optimizer, update, policy) and the same for the accelerated path, from identical parameters."""
+    torch.manual_seed(0)
+    agent = fast.Agent(OBS_DIM, ACT_DIM).to(device)
+    with torch.no_grad():
+        agent.actor_logstd.fill_(-0.5)
+    out = []
+    for acc in [False, True]:
+        a = copy.deepcopy(agent)
+        capturable = acc and cudagraphs and not compile_
+        opt = torch.optim.Adam(a.parameters(), lr=torch.tensor(3e-4, device=device), eps=1e-5, capturable=capturable)
+        args = fast.Args(compile=acc and compile_)
+        update, policy = fast.make_update_and_policy(args, a, opt, cudagraphs=acc and cudagraphs)
+        out.append((a, opt, update, policy))
+    return out
+
+
+def check_update_parity(eager, accel, batch, calls):
+    (agent_e, opt_e, update_e, _), (agent_a, opt_a, update_a, _) = eager, accel
+    start = [p.detach().clone() for p in agent_e.parameters()]
+    g = torch.Generator().manual_seed(1)
+    for i in range(calls):
+        idx = torch.randperm(BATCH, generator=g)[:MINIBATCH].to(batch[0].device)
+        # the lr tensor is read at each call, never baked in: a new lr takes effect, and lr 0 leaves the parameters alone
+        if i in (1, calls - 1):
+            for opt in (opt_e, opt_a):
+                opt.param_groups[0]["lr"].copy_(1e-3 if i == 1 else 0.0)
+        before = [p.detach().clone() for p in agent_a.parameters()]
+        stats_e, stats_a = update_e(*batch, idx), update_a(*batch, idx)
+        assert stats_e.shape == (6,) and torch.isfinite(stats_e).all()
+        torch.testing.assert_close(stats_a, stats_e, rtol=1e-4, atol=1e-5)
+        for pe, pa in zip(agent_e.parameters(), agent_a.parameters()):
+            torch.testing.assert_close(pa, pe, rtol=1e-4, atol=1e-5)
+        if i == calls - 1:
+            assert all(torch.equal(p, q) for p, q in zip(agent_a.parameters(), before))
+    assert any(not torch.allclose(p, q) for p, q in zip(agent_e.parameters(), start))  # the update did learn
+
+
+@pytest.fixture(scope="module")
+def compiled_pair(fast):
+    return build_pair(fast, compile_=True)
+
+
+@pytest.mark.compile
+def test_compiled_update_matches_eager(compiled_pair):
+    check_update_parity(*compiled_pair, make_batch(), calls=5)
+
+
+@pytest.mark.compile
+def test_compiled_policy_matches_eager(compiled_pair):
+    (agent, _, _, policy_e), (_, _, _, policy_c) = compiled_pair
+    obs = torch.randn(2, OBS_DIM)
+    with torch._inductor.config.patch(fallback_random=True):  # the compiled randn draws eager's numbers
+        for _ in range(2):
+            torch.manual_seed(7)
+            action_e = policy_e(obs)
+            torch.manual_seed(7)
+            action_c = policy_c(obs)
+            torch.testing.assert_close(action_c, action_e, rtol=1e-5, atol=1e-6)
+    assert action_e.shape == (2, ACT_DIM) and not action_c.requires_grad
+    # and the policy is the Gaussian the update scores: mean + std * noise, with the agent's own parameters
+    torch.manual_seed(7)
+    noise = torch.randn(2, ACT_DIM)
+    with torch.no_grad():
+        expected = agent.actor_mean(obs) + agent.actor_logstd.exp() * noise
+    torch.testing.assert_close(action_e, expected)
+
+
+def test_fast_agent_matches_baseline_distribution(base, fast):
+    """The fast Agent's closed forms equal the baseline's torch.distributions.Normal on the same parameters."""
+    torch.manual_seed(0)
+    agent_b = base.Agent(OBS_DIM, ACT_DIM)
+    agent_f = fast.Agent(OBS_DIM, ACT_DIM)
+    agent_f.load_state_dict(agent_b.state_dict())
+    with torch.no_grad():
+        agent_b.actor_logstd.fill_(-0.3)
+        agent_f.actor_logstd.fill_(-0.3)
+    obs, actions = torch.randn(32, OBS_DIM), torch.randn(32, ACT_DIM)
+    _, logprob_b, entropy_b, value_b = agent_b.get_action_and_value(obs, actions)
+    logprob_f, entropy_f, value_f = agent_f.evaluate(obs, actions)
+    torch.testing.assert_close(logprob_f, logprob_b)
+    torch.testing.assert_close(entropy_f, entropy_b)
+    torch.testing.assert_close(value_f, value_b.view(-1))
+
+
+# --- CUDA graphs (runs only where CUDA is present) ----------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("compile_", [False, pytest.param(True, marks=pytest.mark.compile)])
+def test_cudagraph_update_and_policy_match_eager(fast, compile_):
+    eager, graphed = build_pair(fast, compile_=compile_, cudagraphs=True, device="cuda")
+    batch = tuple(x.cuda() for x in make_batch())
+    check_update_parity(eager, graphed, batch, calls=8)  # past the warm-up: the replays are compared too
+    (agent, _, _, policy_e), (_, _, _, policy_g) = eager, graphed
+    with torch.no_grad():
+        agent.actor_logstd.fill_(-40.0)  # noise far below float precision: the action is the mean
+        graphed[0].actor_logstd.fill_(-40.0)
+    obs = torch.randn(2, OBS_DIM, device="cuda")
+    for _ in range(6):
+        torch.testing.assert_close(policy_g(obs), policy_e(obs), rtol=1e-4, atol=1e-5)
