@@ -1,0 +1,443 @@
+# TD3 for continuous actions, the fast variant of td3_continuous_action.py: the same algorithm and defaults,
+# rewritten for speed (each trick is named where it is used). `--compile` runs the updates and the policy
+# through torch.compile; `--cudagraphs` captures them in CUDA graphs with tensordict's CudaGraphModule.
+import argparse
+import csv
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict.nn import CudaGraphModule
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    measure_burnin: int = 10
+    """updates after learning starts that are left out of the steps/s measurement"""
+    log_interval: int = 100
+    """environment steps between two rows of metrics.csv"""
+    compile: bool = False
+    """if toggled, the updates and the policy are compiled with torch.compile"""
+    cudagraphs: bool = False
+    """if toggled, the updates and the policy are captured in CUDA graphs (ignored, with a warning, without CUDA)"""
+
+    # Algorithm specific arguments
+    env_id: str = "HalfCheetah-v4"
+    """the environment id of the task"""
+    total_timesteps: int = 1000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 3e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    buffer_size: int = int(1e6)
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 0.005
+    """target smoothing coefficient"""
+    batch_size: int = 256
+    """the batch size of sample from the replay memory"""
+    policy_noise: float = 0.2
+    """the scale of policy noise"""
+    exploration_noise: float = 0.1
+    """the scale of exploration noise"""
+    learning_starts: int = int(25e3)
+    """timestep to start learning"""
+    policy_frequency: int = 2
+    """the frequency of training policy (delayed)"""
+    noise_clip: float = 0.5
+    """noise clip parameter of the Target Policy Smoothing Regularization"""
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
+    probe = gym.make(args.env_id)
+    action_space = probe.action_space
+    probe.close()
+    if not isinstance(action_space, gym.spaces.Box):
+        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; TD3 needs a continuous (Box) one")
+    for flag, value in [("--num-envs", args.num_envs), ("--batch-size", args.batch_size), ("--total-timesteps", args.total_timesteps),
+                        ("--policy-frequency", args.policy_frequency), ("--log-interval", args.log_interval)]:
+        if value < 1:
+            fail(flag, f"must be at least 1, got {value}")
+    if args.buffer_size < args.batch_size:
+        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
+    if args.learning_starts < 0 or args.learning_starts >= args.total_timesteps:
+        fail("--learning-starts", f"must be in [0, --total-timesteps={args.total_timesteps}), got {args.learning_starts}: no update would run")
+    if args.measure_burnin < 0:
+        fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
+    if args.track:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            fail("--track", "needs wandb, which is not installed (pip install wandb)")
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
+
+
+def make_env(env_id, seed, idx, capture_video, video_dir):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+class RunLog:
+    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
+
+    def __init__(self, args, run_dir, device, columns):
+        self.args, self.run_dir, self.device = args, run_dir, device
+        os.makedirs(run_dir, exist_ok=True)
+        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(self.columns)
+        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
+        self.episodes = 0
+        self.start = time.time()
+        self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.warmup_s = None
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = None
+        if args.track:
+            import wandb
+
+            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
+                                    name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def start_measure(self, global_step, learning_start_time):
+        self.measure_start = (time.time(), global_step)
+        self.warmup_s = self.measure_start[0] - learning_start_time
+
+    def sps(self, global_step):
+        if self.measure_start is None or global_step <= self.measure_start[1]:
+            return None
+        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+
+    def row(self, global_step, **losses):
+        ret = float(np.mean(self.returns)) if self.returns else None
+        length = float(np.mean(self.lengths)) if self.lengths else None
+        sps = self.sps(global_step)
+        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
+                  "wall_time_s": time.time() - self.start, **losses}
+        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
+        self.file.flush()
+        self.bar.n = global_step
+        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
+        self.bar.refresh()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+        self.bar.close()
+        self.file.close()
+        device = self.device
+        summary = {
+            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
+            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
+            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
+            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
+            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+        }
+        path = os.path.join(self.run_dir, "summary.json")
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb is not None:
+            self.wandb.finish()
+        return path
+
+
+class ReplayBuffer:
+    """The replay buffer on the training device: one preallocated tensor, a row per transition.
+    Speed: a step costs one host-to-device copy, a sample is one gather on the device (no numpy, no copies back)."""
+
+    def __init__(self, size, obs_dim, action_dim, device):
+        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        # columns: obs | next_obs | action | reward | termination
+        self.storage = torch.zeros((size, 2 * obs_dim + action_dim + 2), dtype=torch.float32, device=device)
+
+    def add(self, obs, next_obs, actions, rewards, terminations):
+        # only a termination stops the bootstrap, never a truncation
+        rows = np.concatenate([obs, next_obs, actions, rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
+        rows = torch.from_numpy(rows).to(self.device, non_blocking=True)
+        first = min(len(rows), self.size - self.pos)
+        self.storage[self.pos : self.pos + first] = rows[:first]
+        self.storage[: len(rows) - first] = rows[first:]  # wrap around
+        self.full = self.full or self.pos + len(rows) >= self.size
+        self.pos = (self.pos + len(rows)) % self.size
+
+    def sample(self, batch_size):
+        # Speed: indices drawn on the device, so sampling never waits for the host.
+        idx = torch.randint(0, self.size if self.full else self.pos, (batch_size,), device=self.device)
+        return self.storage[idx]
+
+    def split(self, batch):
+        o, a = self.obs_dim, self.action_dim
+        return batch[:, :o], batch[:, 2 * o : 2 * o + a], batch[:, o : 2 * o], batch[:, -2], batch[:, -1]
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.fc1 = nn.Linear(obs_dim + action_dim, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, 1)
+
+    def forward(self, x, a):
+        x = torch.cat([x, a], 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        x = self.fc3(x)
+        return x
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim, action_dim, action_low, action_high):
+        super().__init__()
+        self.fc1 = nn.Linear(obs_dim, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc_mu = nn.Linear(256, action_dim)
+        # action rescaling
+        self.register_buffer("action_scale", torch.tensor((action_high - action_low) / 2.0, dtype=torch.float32))
+        self.register_buffer("action_bias", torch.tensor((action_high + action_low) / 2.0, dtype=torch.float32))
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        x = torch.tanh(self.fc_mu(x))
+        return x * self.action_scale + self.action_bias
+
+
+def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
+    """Networks, optimizers and the (compiled / graphed) update and policy functions."""
+    td3 = argparse.Namespace(obs_dim=obs_dim, action_dim=action_dim)
+    td3.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
+    td3.target_actor = target_actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
+    target_actor.load_state_dict(actor.state_dict())
+    low = torch.as_tensor(action_low, dtype=torch.float32, device=device)
+    high = torch.as_tensor(action_high, dtype=torch.float32, device=device)
+    qf1 = QNetwork(obs_dim, action_dim).to(device)
+    qf2 = QNetwork(obs_dim, action_dim).to(device)
+    # Speed: the twin critics as one set of stacked parameters (a leading dim of 2), evaluated by one vmapped call:
+    # batched matmuls instead of two networks, one parameter list for the optimizer and the target update.
+    td3.q_params = q_params = torch.func.stack_module_state([qf1, qf2])[0]
+    td3.q_target = q_target = {k: v.detach().clone() for k, v in q_params.items()}
+    # The actor's loss needs no gradient for the critic: give it qf1's parameters detached (same storage).
+    qf1_detached = {k: v[0].detach() for k, v in q_params.items()}
+    with torch.device("meta"):
+        qnet = QNetwork(obs_dim, action_dim)  # a parameter-less shell for functional_call
+
+    def q_values(params, obs, actions):  # -> (2, batch)
+        return torch.vmap(lambda p, o, a: torch.func.functional_call(qnet, p, (o, a)), (0, None, None))(params, obs, actions).squeeze(-1)
+
+    # Capturable optimizers keep their step count on the device, which CUDA graphs need (compile handles it itself).
+    capturable = args.cudagraphs and not args.compile and device.type == "cuda"
+    td3.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.learning_rate, capturable=capturable)
+    td3.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate, capturable=capturable)
+    online = list(actor.parameters()) + list(q_params.values())
+    targets = list(target_actor.parameters()) + list(q_target.values())
+
+    def update_critic(batch):
+        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(td3, batch)
+        with torch.no_grad():
+            clipped_noise = (torch.randn_like(actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * target_actor.action_scale
+            next_state_actions = (target_actor(next_observations) + clipped_noise).clamp(low, high)
+            min_qf_next_target = q_values(q_target, next_observations, next_state_actions).min(0).values
+            next_q_value = rewards + (1 - dones) * args.gamma * min_qf_next_target
+
+        q_a_values = q_values(q_params, observations, actions)
+        qf_losses = (q_a_values - next_q_value).pow(2).mean(1)  # the two MSE losses
+        qf_loss = qf_losses.sum()
+
+        # optimize the model
+        q_optimizer.zero_grad()
+        qf_loss.backward()
+        q_optimizer.step()
+        return q_a_values.detach().mean(1), qf_losses.detach()
+
+    def update_actor(batch):
+        observations = batch[:, :obs_dim]
+        actor_loss = -torch.func.functional_call(qnet, qf1_detached, (observations, actor(observations))).mean()
+        actor_optimizer.zero_grad()
+        actor_loss.backward()
+        actor_optimizer.step()
+
+        # update the target networks. Speed: one in-place multi-tensor lerp over the actor's and both critics'
+        # parameters (target += tau * (online - target)), inside the same compiled / graphed call.
+        with torch.no_grad():
+            torch._foreach_lerp_(targets, online, args.tau)
+        return actor_loss.detach()
+
+    def policy(obs):
+        # The acting policy is the trained actor itself (same storage, always the latest weights), run without
+        # autograd, with the exploration noise and the clipping done on the device.
+        with torch.no_grad():
+            actions = actor(obs)
+            actions = actions + torch.randn_like(actions) * (actor.action_scale * args.exploration_noise)
+            return actions.clamp(low, high)
+
+    td3.update_critic, td3.update_actor, td3.policy = update_critic, update_actor, policy
+    if args.compile:
+        td3.update_critic = torch.compile(update_critic)
+        td3.update_actor = torch.compile(update_actor)
+        td3.policy = torch.compile(policy)
+    if args.cudagraphs:
+        # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
+        warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
+        td3.update_critic = CudaGraphModule(td3.update_critic, warmup=warmup)
+        td3.update_actor = CudaGraphModule(td3.update_actor, warmup=warmup)
+        td3.policy = CudaGraphModule(td3.policy, warmup=warmup)
+    return td3
+
+
+def main(args: Args):
+    check_args(args)
+    script = os.path.basename(__file__)[: -len(".py")]
+    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.output_dir, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    if args.cudagraphs and device.type != "cuda":
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+
+    # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
+    # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, args.seed + i, i, args.capture_video, os.path.join(run_dir, "videos")) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
+
+    td3 = make_td3(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
+    rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
+    log = RunLog(args, run_dir, device, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss"])
+    losses, status, steps_done, learning_start_time, updates = {}, "finished", 0, None, 0
+    actor_loss = None
+
+    # TRY NOT TO MODIFY: start the game
+    obs, _ = envs.reset(seed=args.seed)
+    obs = obs.reshape(args.num_envs, -1).astype(np.float32)
+    try:
+        for global_step in range(0, args.total_timesteps, args.num_envs):
+            # ALGO LOGIC: put action logic here
+            if global_step < args.learning_starts:
+                actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+            else:
+                actions = td3.policy(torch.as_tensor(obs, device=device)).cpu().numpy()  # the one sync: the env needs it
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            steps_done = global_step + args.num_envs
+            log_now = steps_done % args.log_interval < args.num_envs  # losses are read (a sync) only on these steps
+            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            if "episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+
+            # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
+            real_next_obs = next_obs.copy()
+            if "final_obs" in infos:
+                for idx in np.flatnonzero(infos["_final_obs"]):
+                    real_next_obs[idx] = np.asarray(infos["final_obs"][idx], dtype=np.float32).reshape(-1)
+            rb.add(obs, real_next_obs, actions, rewards, terminations)
+
+            # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+            obs = next_obs
+
+            # ALGO LOGIC: training.
+            if global_step > args.learning_starts:
+                if learning_start_time is None:
+                    learning_start_time = time.time()
+                if updates == args.measure_burnin and log.measure_start is None:
+                    log.start_measure(global_step, learning_start_time)  # compile/capture happen before this point
+                batch = rb.sample(args.batch_size)
+                q_values_mean, qf_losses = td3.update_critic(batch)
+                if global_step % args.policy_frequency == 0:
+                    actor_loss = td3.update_actor(batch)  # the target networks are updated in there too
+
+                updates += 1
+                if log_now:  # one sync per log interval: every value read in one transfer
+                    values = torch.cat([q_values_mean, qf_losses, *([] if actor_loss is None else [actor_loss.view(1)])]).tolist()
+                    losses = dict(zip(["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "actor_loss"], values))
+                    losses["qf_loss"] = (losses["qf1_loss"] + losses["qf2_loss"]) / 2.0
+            if log_now:
+                log.row(steps_done, **losses)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+    path = log.close(steps_done, status, script, "td3", compile=args.compile, cudagraphs=args.cudagraphs)
+    print(path)
+    if status == "interrupted":
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
