@@ -296,6 +296,18 @@ def inference_copy(agent):
     return agent_inference.requires_grad_(False)  # to_module makes Parameters that would require grad
 
 
+def make_optimizer(args, agent, cudagraphs=False):
+    # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
+    # Adam(capturable=True) only for CUDA graphs without compile (eager capturable Adam fails on the CPU; inductor
+    # handles it under compile). Plain eager uses the fused Adam (one kernel for all parameters); under compile,
+    # inductor fuses the step itself. A tensor lr keeps Adam's foreach off (it raises unless capturable).
+    capturable = cudagraphs and not args.compile
+    fused = not args.compile and not cudagraphs
+    device = agent.actor_logstd.device
+    return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
+                      capturable=capturable, fused=fused)
+
+
 def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
     """The minibatch update and the rollout policy, compiled (args.compile) and/or graph-captured (cudagraphs)."""
     agent_inference = inference_copy(agent)
@@ -392,11 +404,7 @@ def main(args: Args):
     action_dim = int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
-    # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
-    # Adam(capturable=True) only for CUDA graphs without compile (eager capturable Adam fails on the CPU; inductor
-    # handles it under compile). A tensor lr keeps Adam's foreach off unless capturable.
-    optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
-                           capturable=cudagraphs and not args.compile)
+    optimizer = make_optimizer(args, agent, cudagraphs)
     update, policy = make_update_and_policy(args, agent, optimizer, cudagraphs)
     agent_inference = inference_copy(agent)  # for the batched log-probs and values
 

@@ -221,9 +221,8 @@ def build_pair(fast, compile_, cudagraphs=False, device="cpu"):
     out = []
     for acc in [False, True]:
         a = copy.deepcopy(agent)
-        capturable = acc and cudagraphs and not compile_
-        opt = torch.optim.Adam(a.parameters(), lr=torch.tensor(3e-4, device=device), eps=1e-5, capturable=capturable)
         args = fast.Args(compile=acc and compile_)
+        opt = fast.make_optimizer(args, a, cudagraphs=acc and cudagraphs)  # the eager path gets the fused Adam
         update, policy = fast.make_update_and_policy(args, a, opt, cudagraphs=acc and cudagraphs)
         out.append((a, opt, update, policy))
     return out
