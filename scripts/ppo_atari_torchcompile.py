@@ -489,11 +489,11 @@ def main(args: Args):
 
             if iteration % args.log_interval == 0 or iteration == args.num_iterations:
                 # trick: everything logged comes to the host in one copy
-                v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, _ = out.tolist()
                 n_updates = (epoch + 1) * args.num_minibatches
-                clipfrac, explained_var = torch.stack([clipfrac_sum / n_updates,
-                                                       explained_variance(b_values, b_returns, b_valid)]).tolist()
-                log.row(global_step, learning_rate=optimizer.param_groups[0]["lr"].item(), value_loss=v_loss,
+                extra = torch.stack([clipfrac_sum / n_updates, explained_variance(b_values, b_returns, b_valid),
+                                     optimizer.param_groups[0]["lr"]])
+                v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, _, clipfrac, explained_var, lr = torch.cat([out, extra]).tolist()
+                log.row(global_step, learning_rate=lr, value_loss=v_loss,
                         policy_loss=pg_loss, entropy=entropy_loss, old_approx_kl=old_approx_kl, approx_kl=approx_kl,
                         clipfrac=clipfrac, explained_variance=explained_var)
     except KeyboardInterrupt:
