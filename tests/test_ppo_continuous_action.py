@@ -35,6 +35,8 @@ RUNS = [
     pytest.param(BASE, [], id="baseline"),
     pytest.param(FAST, [], id="fast"),
     pytest.param(FAST, ["--cudagraphs"], id="fast-cudagraphs"),
+    pytest.param(BASE, ["--target-kl", "1e-9"], id="baseline-target-kl"),  # stops after the first epoch
+    pytest.param(FAST, ["--target-kl", "1e-9"], id="fast-target-kl"),
     pytest.param(FAST, ["--compile"], id="fast-compile", marks=pytest.mark.compile),
     pytest.param(FAST, ["--compile", "--cudagraphs"], id="fast-compile-cudagraphs", marks=pytest.mark.compile),
 ]
