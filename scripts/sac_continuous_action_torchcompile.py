@@ -313,15 +313,18 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     # Capturable optimizers keep their step count on the device, which CUDA graphs need (compile handles it itself).
     capturable = args.cudagraphs and not args.compile and device.type == "cuda"
-    sac.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.q_lr, capturable=capturable)
-    sac.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, capturable=capturable)
+    # Speed: in plain eager, the fused Adam updates all parameters in one kernel instead of a dozen ops per tensor
+    # (1.2x faster SAC updates on a 2-core CPU, doc/tricks.md); under compile, inductor fuses the step itself.
+    fused = not args.compile and not args.cudagraphs
+    sac.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.q_lr, capturable=capturable, fused=fused)
+    sac.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, capturable=capturable, fused=fused)
 
     # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update)
     if args.autotune:
         target_entropy = -float(action_dim)
         sac.log_alpha = log_alpha = torch.zeros(1, requires_grad=True, device=device)
         sac.alpha = alpha = log_alpha.detach().exp()
-        sac.a_optimizer = a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, capturable=capturable)
+        sac.a_optimizer = a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, capturable=capturable, fused=fused)
     else:
         sac.alpha = alpha = torch.tensor([args.alpha], device=device)
 

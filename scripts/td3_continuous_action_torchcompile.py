@@ -289,8 +289,11 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     # Capturable optimizers keep their step count on the device, which CUDA graphs need (compile handles it itself).
     capturable = args.cudagraphs and not args.compile and device.type == "cuda"
-    td3.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.learning_rate, capturable=capturable)
-    td3.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate, capturable=capturable)
+    # Speed: in plain eager, the fused Adam updates all parameters in one kernel instead of a dozen ops per tensor
+    # (1.2x faster SAC updates on a 2-core CPU, doc/tricks.md); under compile, inductor fuses the step itself.
+    fused = not args.compile and not args.cudagraphs
+    td3.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.learning_rate, capturable=capturable, fused=fused)
+    td3.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate, capturable=capturable, fused=fused)
     online = list(actor.parameters()) + list(q_params.values())
     targets = list(target_actor.parameters()) + list(q_target.values())
 

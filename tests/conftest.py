@@ -45,6 +45,7 @@ def load_script(script):
     """Import `scripts/<script>.py` as a module (its `main` only runs under __main__)."""
     spec = importlib.util.spec_from_file_location(script, SCRIPTS / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[script] = module  # torch.compile looks modules up by name to read their globals
     spec.loader.exec_module(module)
     return module
 
