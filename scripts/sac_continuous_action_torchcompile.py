@@ -299,17 +299,19 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     sac.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
     qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
     qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
-    # Speed: the twin critics as one set of stacked parameters (a leading dim of 2), evaluated by one vmapped call:
-    # batched matmuls instead of two networks, one parameter list for the optimizer and the target update.
+    # Speed: the twin critics as one set of stacked parameters (a leading dim of 2), evaluated together: one batched
+    # matmul per layer instead of two networks, one parameter list for the optimizer and the target update.
     sac.q_params = q_params = torch.func.stack_module_state([qf1, qf2])[0]
     sac.q_target = q_target = {k: v.detach().clone() for k, v in q_params.items()}
     # The actor's loss needs no gradient for the critics: give it their parameters detached (same storage).
     q_params_detached = {k: v.detach() for k, v in q_params.items()}
-    with torch.device("meta"):
-        qnet = SoftQNetwork(obs_dim, action_dim)  # a parameter-less shell for functional_call
-
-    def q_values(params, obs, actions):  # -> (2, batch)
-        return torch.vmap(lambda p, o, a: torch.func.functional_call(qnet, p, (o, a)), (0, None, None))(params, obs, actions).squeeze(-1)
+    def q_values(params, obs, actions):  # both critics -> (2, batch)
+        # What torch.vmap(functional_call(qnet, ...)) over the stacked parameters computes, written as batched matmuls:
+        # the same kernels without vmap's per-call cost in eager mode (19% of a SAC step on a 2-core CPU, doc/tricks.md).
+        x = torch.cat([obs, actions], 1).expand(2, -1, -1)
+        x = F.relu(torch.baddbmm(params["fc1.bias"].unsqueeze(1), x, params["fc1.weight"].transpose(1, 2)))
+        x = F.relu(torch.baddbmm(params["fc2.bias"].unsqueeze(1), x, params["fc2.weight"].transpose(1, 2)))
+        return torch.baddbmm(params["fc3.bias"].unsqueeze(1), x, params["fc3.weight"].transpose(1, 2)).squeeze(-1)
 
     # Capturable optimizers keep their step count on the device, which CUDA graphs need (compile handles it itself).
     capturable = args.cudagraphs and not args.compile and device.type == "cuda"
