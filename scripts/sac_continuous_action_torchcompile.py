@@ -231,8 +231,10 @@ class ReplayBuffer:
         idx = torch.randint(0, self.size if self.full else self.pos, (batch_size,), device=self.device)
         return self.storage[idx]
 
-    def split(self, batch):
-        o, a = self.obs_dim, self.action_dim
+    @staticmethod
+    def split(batch, obs_dim, action_dim):
+        """Rows -> (obs, actions, next_obs, rewards, terminations), as views."""
+        o, a = obs_dim, action_dim
         return batch[:, :o], batch[:, 2 * o : 2 * o + a], batch[:, o : 2 * o], batch[:, -2], batch[:, -1]
 
 
@@ -331,7 +333,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         sac.alpha = alpha = torch.tensor([args.alpha], device=device)
 
     def update_critic(batch):
-        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(sac, batch)
+        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(batch, obs_dim, action_dim)
         with torch.no_grad():
             next_state_actions, next_state_log_pi, _ = actor.get_action(next_observations)
             q_next_target = q_values(q_target, next_observations, next_state_actions)

@@ -227,8 +227,10 @@ class ReplayBuffer:
         idx = torch.randint(0, self.size if self.full else self.pos, (batch_size,), device=self.device)
         return self.storage[idx]
 
-    def split(self, batch):
-        o, a = self.obs_dim, self.action_dim
+    @staticmethod
+    def split(batch, obs_dim, action_dim):
+        """Rows -> (obs, actions, next_obs, rewards, terminations), as views."""
+        o, a = obs_dim, action_dim
         return batch[:, :o], batch[:, 2 * o : 2 * o + a], batch[:, o : 2 * o], batch[:, -2], batch[:, -1]
 
 
@@ -303,7 +305,7 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     targets = list(target_actor.parameters()) + list(q_target.values())
 
     def update_critic(batch):
-        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(td3, batch)
+        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(batch, obs_dim, action_dim)
         with torch.no_grad():
             clipped_noise = (torch.randn_like(actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * target_actor.action_scale
             next_state_actions = (target_actor(next_observations) + clipped_noise).clamp(low, high)

@@ -357,7 +357,7 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
         rb = buffer_cls(10, 2, 1, torch.device("cpu"))
         for o, n, r, d in stored[:7]:
             orig_add(rb, o, n, np.zeros((1, 1), np.float32), r, d)
-        obs, actions, next_obs, rewards, dones = rb.split(rb.storage[:7])
+        obs, actions, next_obs, rewards, dones = rb.split(rb.storage[:7], 2, 1)
         assert next_obs[2].tolist() == [0, 3] and dones.tolist() == [0, 0, 0, 0, 0, 0, 1] and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
 
 
