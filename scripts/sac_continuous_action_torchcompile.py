@@ -308,7 +308,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     # The actor's loss needs no gradient for the critics: give it their parameters detached (same storage).
     q_params_detached = {k: v.detach() for k, v in q_params.items()}
     def q_values(params, obs, actions):  # both critics -> (2, batch)
-        # What torch.vmap(functional_call(qnet, ...)) over the stacked parameters computes, written as batched matmuls:
+        # What torch.vmap(functional_call(critic, ...)) over the stacked parameters computes, written as batched matmuls:
         # the same kernels without vmap's per-call cost in eager mode (19% of a SAC step on a 2-core CPU, doc/tricks.md).
         x = torch.cat([obs, actions], 1).expand(2, -1, -1)
         x = F.relu(torch.baddbmm(params["fc1.bias"].unsqueeze(1), x, params["fc1.weight"].transpose(1, 2)))
