@@ -110,6 +110,9 @@ def check_args(args: Args):
         fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
     if args.measure_burnin < 0:
         fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
+    if args.measure_burnin >= args.total_timesteps // batch_size:  # a short run is a valid smoke test (CleanRL's tests run them)
+        print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
+              " steps/s is not measured", file=sys.stderr)
     if args.target_kl is not None and args.target_kl <= 0:
         fail("--target-kl", f"must be positive (or left out), got {args.target_kl}")
     if args.track:

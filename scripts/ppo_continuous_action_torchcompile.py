@@ -118,6 +118,9 @@ def check_args(args: Args):
         fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
     if args.measure_burnin < 0:
         fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
+    if args.measure_burnin >= args.total_timesteps // batch_size:  # a short run is a valid smoke test (CleanRL's tests run them)
+        print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
+              " steps/s is not measured", file=sys.stderr)
     if args.target_kl is not None and args.target_kl <= 0:
         fail("--target-kl", f"must be positive (or left out), got {args.target_kl}")
     if args.track:
@@ -276,16 +279,18 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
     then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
     """
-    # Speed: the deltas for all steps at once, then a reverse scan of one fused op (addcmul) per step, run eagerly on
-    # device tensors. No per-step Python arithmetic, and nothing unrolled for torch.compile (LeanRL's compiled loop
-    # of 2048 steps takes minutes to compile).
+    # Speed: the recursion A[t] = delta[t] + coef[t] * A[t+1] solved by a parallel (Hillis-Steele) scan: log2(num_steps)
+    # steps over the whole rollout instead of num_steps tiny ones, so compile and CUDA graphs get a short fixed graph
+    # (LeanRL's compiled loop of 2048 steps takes minutes to compile) and memory stays O(num_steps).
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)], 0)
-    advantages = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas, scanned in place
-    coefs = (gamma * gae_lambda) * (1.0 - dones) * valids
-    adv, coef = advantages.unbind(0), coefs.unbind(0)
-    for t in range(rewards.shape[0] - 2, -1, -1):
-        torch.addcmul(adv[t], coef[t], adv[t + 1], out=adv[t])  # A[t] = delta[t] + coef[t] * A[t+1]
-    return advantages, advantages + values
+    adv = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas
+    coef = (gamma * gae_lambda) * (1.0 - dones) * valids
+    shift = 1
+    while shift < adv.shape[0]:  # here A[t] = adv[t] + coef[t] * A[t+shift], with A = 0 past the rollout's end
+        adv = torch.cat([adv[:-shift] + coef[:-shift] * adv[shift:], adv[-shift:]])
+        coef = torch.cat([coef[:-shift] * coef[shift:], coef[-shift:]])
+        shift *= 2
+    return adv, adv + values
 
 
 def inference_copy(agent):
@@ -298,22 +303,29 @@ def inference_copy(agent):
 
 def make_optimizer(args, agent, cudagraphs=False):
     # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
-    # Adam(capturable=True) only for CUDA graphs without compile (eager capturable Adam fails on the CPU; inductor
-    # handles it under compile). Plain eager uses the fused Adam (one kernel for all parameters); under compile,
-    # inductor fuses the step itself. A tensor lr keeps Adam's foreach off (it raises unless capturable).
-    capturable = cudagraphs and not args.compile
-    fused = not args.compile and not cudagraphs
+    # Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
+    # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
+    adam = {} if args.compile else dict(capturable=True, foreach=True) if cudagraphs else dict(fused=True)
     device = agent.actor_logstd.device
-    return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5,
-                      capturable=capturable, fused=fused)
+    return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
 
-def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
-    """The minibatch update and the rollout policy, compiled (args.compile) and/or graph-captured (cudagraphs)."""
+def make_functions(args, agent, optimizer, cudagraphs=False):
+    """The hot functions: policy (one rollout step), gae (after the rollout), update (one minibatch); compiled
+    (args.compile) and/or graph-captured (cudagraphs)."""
     agent_inference = inference_copy(agent)
 
     def policy(obs):
         return agent_inference.get_action(obs)
+
+    def gae(next_obs, obs, actions, rewards, terminations, dones, valids):
+        # Speed: the rollout's log-probs and values in one batched forward (the parameters did not change)
+        logprobs, _, values = agent_inference.evaluate(obs.flatten(0, 1), actions.flatten(0, 1))
+        values = values.view(rewards.shape)
+        # bootstrap value (next_obs is the true final observation if the last step ended an episode)
+        next_value = agent_inference.get_value(next_obs).reshape(1, -1)
+        advantages, returns = compute_gae(rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda)
+        return logprobs, values.flatten(), advantages.flatten(), returns.flatten()
 
     def update(obs, actions, logprobs, advantages, returns, values, valids, idx):
         # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
@@ -362,11 +374,13 @@ def make_update_and_policy(args, agent, optimizer, cudagraphs=False):
 
     if args.compile:
         policy = torch.compile(policy)
+        gae = torch.compile(gae)
         update = torch.compile(update)
     if cudagraphs:
         policy = CudaGraphModule(policy, warmup=3 if args.compile else 2)
+        gae = CudaGraphModule(gae, warmup=3 if args.compile else 2)
         update = CudaGraphModule(update, warmup=3 if args.compile else 2)
-    return update, policy
+    return policy, gae, update
 
 
 STATS = ["policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"]  # what update returns
@@ -405,8 +419,7 @@ def main(args: Args):
 
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = make_optimizer(args, agent, cudagraphs)
-    update, policy = make_update_and_policy(args, agent, optimizer, cudagraphs)
-    agent_inference = inference_copy(agent)  # for the batched log-probs and values
+    policy, gae, update = make_functions(args, agent, optimizer, cudagraphs)
 
     # ALGO Logic: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
@@ -436,7 +449,7 @@ def main(args: Args):
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
                 lrnow = frac * args.learning_rate
-                optimizer.param_groups[0]["lr"].copy_(lrnow)
+                optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
 
             with torch.no_grad():
                 for step in range(0, args.num_steps):
@@ -462,17 +475,12 @@ def main(args: Args):
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
-                # Speed: the rollout's log-probs and values in one batched forward (the parameters did not change)
-                b_obs, b_actions = storage["obs"].view(-1, obs_dim), storage["actions"].view(-1, action_dim)
-                b_logprobs, _, b_values = agent_inference.evaluate(b_obs, b_actions)
-                values = b_values.view(args.num_steps, args.num_envs)
-                # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
-                next_value = agent_inference.get_value(torch.from_numpy(next_obs).to(device)).reshape(1, -1)
-                advantages, returns = compute_gae(storage["rewards"], values, next_value, storage["terminations"],
-                                                  storage["dones"], storage["valids"], args.gamma, args.gae_lambda)
+                b_logprobs, b_values, advantages, returns = gae(torch.from_numpy(next_obs).to(device, non_blocking=True),
+                                                                *storage.values())
 
             # flatten the batch
-            batch = (b_obs, b_actions, b_logprobs, advantages.view(-1), returns.view(-1), b_values, storage["valids"].view(-1))
+            b_obs, b_actions = storage["obs"].view(-1, obs_dim), storage["actions"].view(-1, action_dim)
+            batch = (b_obs, b_actions, b_logprobs, advantages, returns, b_values, storage["valids"].view(-1))
 
             # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
             stats = []

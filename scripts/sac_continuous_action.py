@@ -97,10 +97,16 @@ def check_args(args: Args):
             fail(flag, f"must be at least 1, got {value}")
     if args.buffer_size < args.batch_size:
         fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
-    if args.learning_starts < 0 or args.learning_starts >= args.total_timesteps:
-        fail("--learning-starts", f"must be in [0, --total-timesteps={args.total_timesteps}), got {args.learning_starts}: no update would run")
-    if args.measure_burnin < 0:
-        fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
+    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin)]:
+        if value < 0:
+            fail(flag, f"must be at least 0, got {value}")
+    # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
+    first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
+    num_updates = len(range(first_update, args.total_timesteps, args.num_envs))
+    if num_updates <= args.measure_burnin:
+        print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
+            f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
+            f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
     if args.track:
         try:
             import wandb  # noqa: F401
