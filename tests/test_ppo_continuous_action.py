@@ -215,7 +215,7 @@ def make_batch(seed=0):
 
 
 def build_pair(fast, compile_, cudagraphs=False, device="cpu"):
-    """(eager agent, optimizer, update, policy) and the same for the accelerated path, from identical parameters."""
+    """(eager agent, optimizer, update, policy, gae) and the same for the accelerated path, from identical parameters."""
     torch.manual_seed(0)
     agent = fast.Agent(OBS_DIM, ACT_DIM).to(device)
     with torch.no_grad():
@@ -225,13 +225,13 @@ def build_pair(fast, compile_, cudagraphs=False, device="cpu"):
         a = copy.deepcopy(agent)
         args = fast.Args(compile=acc and compile_)
         opt = fast.make_optimizer(args, a, cudagraphs=acc and cudagraphs)  # the eager path gets the fused Adam
-        update, policy = fast.make_update_and_policy(args, a, opt, cudagraphs=acc and cudagraphs)
-        out.append((a, opt, update, policy))
+        policy, gae, update = fast.make_functions(args, a, opt, cudagraphs=acc and cudagraphs)
+        out.append((a, opt, update, policy, gae))
     return out
 
 
 def check_update_parity(eager, accel, batch, calls):
-    (agent_e, opt_e, update_e, _), (agent_a, opt_a, update_a, _) = eager, accel
+    (agent_e, opt_e, update_e, *_), (agent_a, opt_a, update_a, *_) = eager, accel
     start = [p.detach().clone() for p in agent_e.parameters()]
     g = torch.Generator().manual_seed(1)
     for i in range(calls):
@@ -263,7 +263,7 @@ def test_compiled_update_matches_eager(compiled_pair):
 
 @pytest.mark.compile
 def test_compiled_policy_matches_eager(compiled_pair):
-    (agent, _, _, policy_e), (_, _, _, policy_c) = compiled_pair
+    (agent, _, _, policy_e, _), (_, _, _, policy_c, _) = compiled_pair
     obs = torch.randn(2, OBS_DIM)
     with torch._inductor.config.patch(fallback_random=True):  # the compiled randn draws eager's numbers
         for _ in range(2):
@@ -279,6 +279,48 @@ def test_compiled_policy_matches_eager(compiled_pair):
     with torch.no_grad():
         expected = agent.actor_mean(obs) + agent.actor_logstd.exp() * noise
     torch.testing.assert_close(action_e, expected)
+
+
+def rollout_for_gae(seed=0):
+    """What gae() takes: next_obs, then the rollout storage as the loop fills it (obs, actions, rewards,
+    terminations, dones, valids), with the reset rows that NEXT_STEP autoreset leaves."""
+    rewards, _, _, terms, dones, valids = make_rollout(2, seed)
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, OBS_DIM, generator=g), torch.randn(T, 2, OBS_DIM, generator=g),
+            torch.randn(T, 2, ACT_DIM, generator=g), rewards, terms, dones, valids)
+
+
+def check_gae_parity(gae_e, gae_a, agent):
+    rollout = [x.to(agent.actor_logstd.device) for x in rollout_for_gae()]
+    out_e, out_a = gae_e(*rollout), gae_a(*rollout)
+    for x, y in zip(out_a, out_e, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+    # the batched forward is the agent's own: log-probs and values of the stored observations and actions
+    with torch.no_grad():
+        logprob, _, value = agent.evaluate(rollout[1].flatten(0, 1), rollout[2].flatten(0, 1))
+    torch.testing.assert_close(out_a[0], logprob)
+    torch.testing.assert_close(out_a[1], value)
+
+
+@pytest.mark.compile
+def test_compiled_gae_matches_eager(compiled_pair):
+    (agent, *_, gae_e), (*_, gae_c) = compiled_pair
+    check_gae_parity(gae_e, gae_c, agent)
+
+
+@pytest.mark.parametrize("num_steps,num_envs", [(257, 3), (2048, 1)])
+def test_gae_scan_equals_the_baselines_loop_on_long_rollouts(base, fast, num_steps, num_envs):
+    """The scan's log2(num_steps) levels against CleanRL's backward loop (the baseline's compute_gae), on rollouts
+    as long as the defaults' (2048 steps) and of a length that is no power of two, with episodes ending inside."""
+    g = torch.Generator().manual_seed(num_steps)
+    rewards, values, next_value = (torch.randn(num_steps, num_envs, generator=g), torch.randn(num_steps, num_envs, generator=g),
+                                   torch.randn(1, num_envs, generator=g))
+    dones = (torch.rand(num_steps, num_envs, generator=g) < 0.01).float()
+    terms = dones * (torch.rand(num_steps, num_envs, generator=g) < 0.5).float()
+    valids = torch.cat([torch.ones(1, num_envs), 1.0 - dones[:-1]])  # the row after a done is a reset row
+    rollout = (rewards * valids, values, next_value, terms, dones, valids)
+    for x, y in zip(fast.compute_gae(*rollout, GAMMA, LAMBDA), base.compute_gae(*rollout, GAMMA, LAMBDA), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
 
 
 def test_fast_agent_matches_baseline_distribution(base, fast):
@@ -306,10 +348,12 @@ def test_cudagraph_update_and_policy_match_eager(fast, compile_):
     eager, graphed = build_pair(fast, compile_=compile_, cudagraphs=True, device="cuda")
     batch = tuple(x.cuda() for x in make_batch())
     check_update_parity(eager, graphed, batch, calls=8)  # past the warm-up: the replays are compared too
-    (agent, _, _, policy_e), (_, _, _, policy_g) = eager, graphed
+    (agent, _, _, policy_e, gae_e), (_, _, _, policy_g, gae_g) = eager, graphed
     with torch.no_grad():
         agent.actor_logstd.fill_(-40.0)  # noise far below float precision: the action is the mean
         graphed[0].actor_logstd.fill_(-40.0)
     obs = torch.randn(2, OBS_DIM, device="cuda")
     for _ in range(6):
         torch.testing.assert_close(policy_g(obs), policy_e(obs), rtol=1e-4, atol=1e-5)
+    for _ in range(5):  # past the warm-up: captured, then replayed
+        check_gae_parity(gae_e, gae_g, graphed[0])

@@ -1,0 +1,27 @@
+"""CleanRL's own smoke-test command lines (its tests/test_*.py) run unchanged on both files of each pair: exit 0 and
+a summary; a run too short to learn or to be measured says so in one warning and reports sps as null."""
+import pytest
+
+from conftest import run_script
+
+COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or None when the run learns and is measured)
+    ("ppo_atari", ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"], "--measure-burnin"),
+    ("ppo_continuous_action", ["--env-id", "Hopper-v4", "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "128"], None),
+    ("ppo_continuous_action", ["--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256"], None),
+    ("td3_continuous_action", ["--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
+                               "--total-timesteps", "105"], "--measure-burnin"),
+    ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "--learning-starts"),
+]
+
+
+@pytest.mark.parametrize("variant", ["", "_torchcompile"])
+@pytest.mark.parametrize("script,flags,warned", COMMANDS, ids=[f"{c[0]}-{c[1][-1]}" for c in COMMANDS])
+def test_cleanrl_smoke_command_runs(script, flags, warned, variant, tmp_path):
+    proc, summary = run_script(script + variant, *flags, tmp_path=tmp_path)
+    assert summary["status"] == "finished" and summary["global_step"] == int(flags[-1])
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: --") and "--cuda:" not in line]
+    if warned:
+        assert len(warnings) == 1 and warned in warnings[0] and "not measured" in warnings[0], proc.stderr[-2000:]
+        assert summary["sps"] is None and summary["warmup_s"] is None
+    else:
+        assert warnings == [] and summary["sps"] > 0, proc.stderr[-2000:]

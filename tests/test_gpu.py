@@ -1,0 +1,157 @@
+"""On a GPU only (skipped elsewhere), for every fast script:
+- its real loop, fed by its real environments, makes no host-device sync after the burn-in but the action that the
+  environment needs and the once-per-row read of the logged values, in eager, --cudagraphs and --compile --cudagraphs;
+- every graph-captured function that draws random numbers draws fresh ones on every call, with the mean and spread
+  of the eager code (a compiled function captured in a CUDA graph must not replay frozen draws).
+"""
+import linecache
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SCRIPTS, load_script, run_in_process
+
+pytestmark = pytest.mark.gpu
+MODES = [pytest.param([], id="eager"), pytest.param(["--cudagraphs"], id="cudagraphs"),
+         pytest.param(["--compile", "--cudagraphs"], id="compile-cudagraphs", marks=pytest.mark.compile)]
+GRAPHS = [pytest.param({"cudagraphs": True}, id="cudagraphs"),
+          pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile)]
+OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300",
+              "--measure-burnin", "10", "--log-interval", "50"]
+# Each run goes past every function's warm-up and capture (3 eager calls with compile, then the capture; PPO's gae runs
+# once per iteration) before its burn-in ends, then runs on with the sync watch on.
+LOOPS = {
+    "sac_continuous_action_torchcompile": OFF_POLICY,
+    "td3_continuous_action_torchcompile": OFF_POLICY,
+    "ppo_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",
+                                           "--num-minibatches", "4", "--update-epochs", "2", "--total-timesteps", "768",
+                                           "--measure-burnin", "4"],
+    "ppo_atari_torchcompile": ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
+                               "--total-timesteps", "448", "--measure-burnin", "4"],
+}
+
+
+@pytest.mark.parametrize("flags", MODES)
+@pytest.mark.parametrize("script", list(LOOPS))
+def test_the_loop_syncs_only_for_the_action(script, flags, tmp_path, monkeypatch):
+    run = run_in_process(script, *LOOPS[script], *flags, tmp_path=tmp_path, monkeypatch=monkeypatch, watch_syncs=True)
+    assert run.state["device"].type == "cuda" and run.state["status"] == "finished"
+    source = str(SCRIPTS / f"{script}.py")
+    where = [(w.filename, w.lineno, linecache.getline(w.filename, w.lineno).strip()) for w in run.syncs]
+    action = [w for w in where if w[0] == source and ".cpu()" in w[2]]
+    logged = [w for w in where if w[0] == source and ".tolist()" in w[2]]
+    others = sorted({w for w in where if w not in action and w not in logged})
+    assert not others, f"host-device syncs besides the action and the logging: {others}"
+    assert action, "no sync seen at all: the watch was not on"
+    assert len(logged) <= len(run.rss)  # one read per metrics row at most
+
+
+# ---------------------------------------------------------------- fresh random numbers in every replay
+OBS_DIM, ACTION_DIM, N = 5, 3, 256
+
+
+def draws(f):
+    """N calls of f (same inputs, same parameters): its outputs, flattened, one row per call; consecutive calls must
+    differ (frozen random numbers would replay the same ones)."""
+    x = torch.stack([torch.cat([o.detach().float().flatten() for o in f()]) for _ in range(N)]).cpu()
+    changed = (x[1:] != x[:-1]).any(1).float().mean().item()
+    assert changed > 0.95, f"only {changed:.0%} of consecutive calls drew new random numbers"
+    return x
+
+
+def same_distribution(graphed, eager):
+    se = ((graphed.var(0) + eager.var(0)) / N).sqrt()
+    assert ((graphed.mean(0) - eager.mean(0)).abs() <= 6 * se + 1e-6).all(), (graphed.mean(0), eager.mean(0))
+    ratio = graphed.std(0) / eager.std(0).clamp(min=1e-12)
+    assert ((ratio > 0.75) & (ratio < 1.33)).all(), ratio
+
+
+def frozen(tensors):
+    """A function that puts the tensors back to their present values (in place, so captured graphs see it): the
+    updates' outputs then vary only through their random draws, not through learning."""
+    kept = [t.detach().clone() for t in tensors]
+
+    def restore():
+        with torch.no_grad():
+            for t, k in zip(tensors, kept):
+                t.copy_(k)
+
+    return restore
+
+
+def replay_rows(device, n=64):
+    g = torch.Generator().manual_seed(0)
+    obs, next_obs = torch.randn(n, OBS_DIM, generator=g), torch.randn(n, OBS_DIM, generator=g)
+    actions = torch.rand(n, ACTION_DIM, generator=g) * 4 - 2
+    rewards, dones = torch.randn(n, 1, generator=g), (torch.rand(n, 1, generator=g) < 0.2).float()
+    return torch.cat([obs, next_obs, actions, rewards, dones], 1).to(device)
+
+
+def off_policy_agents(algo, flags):
+    module = load_script(f"{algo}_continuous_action_torchcompile")
+    make = module.make_sac if algo == "sac" else module.make_td3
+    low, high = -2 * np.ones(ACTION_DIM, np.float32), 2 * np.ones(ACTION_DIM, np.float32)
+    agents = []
+    for f in [{}, flags]:  # eager, then graphed, from the same initial parameters
+        torch.manual_seed(0)
+        agents.append(make(module.Args(**f), OBS_DIM, ACTION_DIM, low, high, torch.device("cuda")))
+    return agents
+
+
+@pytest.mark.parametrize("flags", GRAPHS)
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_off_policy_graphs_draw_fresh_noise(algo, flags):
+    """SAC: the policy's sample, the critic target's next actions, the actor and alpha losses' samples.
+    TD3: the exploration noise and the target policy smoothing noise."""
+    obs, batch = torch.randn(4, OBS_DIM, device="cuda"), replay_rows("cuda")
+    out = []
+    for agent in off_policy_agents(algo, flags):
+        tensors = [*agent.actor.parameters(), *agent.q_params.values(), *agent.q_target.values()]
+        tensors += [agent.log_alpha, agent.alpha] if algo == "sac" else [*agent.target_actor.parameters()]
+        restore = frozen(tensors)
+
+        def critic():
+            restore()
+            return agent.update_critic(batch)[1:]  # the losses (the Q values of stored actions draw nothing)
+
+        def actor():
+            restore()
+            return agent.update_actor(batch)
+
+        fns = [lambda: [agent.policy(obs)], critic] + ([actor] if algo == "sac" else [])
+        out.append([draws(f) for f in fns])
+    for graphed, eager in zip(out[1], out[0]):
+        same_distribution(graphed, eager)
+
+
+@pytest.mark.parametrize("flags", GRAPHS)
+def test_ppo_continuous_policy_draws_fresh_noise(flags):
+    module = load_script("ppo_continuous_action_torchcompile")
+    obs = torch.randn(4, OBS_DIM, device="cuda")
+    out = []
+    for f in [{}, flags]:
+        torch.manual_seed(0)
+        agent = module.Agent(OBS_DIM, ACTION_DIM).cuda()
+        args = module.Args(compile=f.get("compile", False))
+        opt = module.make_optimizer(args, agent, cudagraphs=f.get("cudagraphs", False))
+        policy = module.make_functions(args, agent, opt, cudagraphs=f.get("cudagraphs", False))[0]
+        out.append(draws(lambda: [policy(obs)]))
+    same_distribution(out[1], out[0])
+
+
+@pytest.mark.parametrize("flags", GRAPHS)
+def test_ppo_atari_policy_draws_fresh_actions(flags):
+    module = load_script("ppo_atari_torchcompile")
+    cuda = torch.device("cuda")
+    obs = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8, device=cuda)  # 8 envs: 4^8 joint actions
+    out = []
+    for f in [{}, flags]:
+        torch.manual_seed(0)
+        agent = module.Agent(4).to(cuda)
+        args = module.Args(num_envs=8, num_steps=16, total_timesteps=128)
+        compile, cudagraphs = f.get("compile", False), f.get("cudagraphs", False)
+        opt = module.make_optimizer(args, agent, cuda, compile, cudagraphs)
+        policy = module.make_functions(args, agent, opt, compile, cudagraphs)[0]
+        out.append(draws(lambda: [policy(obs)[0]]))  # the sampled actions
+    same_distribution(out[1], out[0])
