@@ -6,7 +6,7 @@
 # Everything is in this one file: the driver in bash, the machine record and the aggregation in Python heredocs.
 set -uo pipefail # no -e: a run that fails is recorded and the others go on
 
-ALGOS="ppo_atari ppo_continuous_action sac_continuous_action td3_continuous_action"
+ALGOS="ppo_atari ppo_continuous_action sac_continuous_action td3_continuous_action dqn"
 VARIANTS="baseline fast compile compile_cudagraphs"
 DEFAULT_SEEDS="1,2,3"
 QUICK_SEEDS="1"
@@ -19,12 +19,14 @@ QUICK_SEEDS="1"
 #   ppo_continuous_action  | 4 iterations of 512 steps (1 env); the first is burn-in
 #   sac_continuous_action  | 200 updates after 1000 random steps; 5 updates of burn-in
 #   td3_continuous_action  | same as SAC
+#   dqn                    | 200 updates (one per 10 steps) after 10000 steps; 5 updates of burn-in
 quick_flags() {
     case "$1" in
         ppo_atari) echo "--total-timesteps 2048 --num-envs 8 --num-steps 128 --measure-burnin 1" ;;
         ppo_continuous_action) echo "--total-timesteps 2048 --num-steps 512 --measure-burnin 1" ;;
         sac_continuous_action) echo "--total-timesteps 1200 --learning-starts 1000 --measure-burnin 5" ;;
         td3_continuous_action) echo "--total-timesteps 1200 --learning-starts 1000 --measure-burnin 5" ;;
+        dqn) echo "--total-timesteps 12000 --measure-burnin 5" ;;
         *) echo "" ;;
     esac
 }
@@ -177,7 +179,7 @@ import statistics
 import sys
 
 out = pathlib.Path(sys.argv[1]).resolve()
-ALGOS = ["ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action"]
+ALGOS = ["ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action", "dqn"]
 VARIANTS = ["baseline", "fast", "compile", "cudagraphs", "compile_cudagraphs"]
 SUFFIX = "_torchcompile"
 

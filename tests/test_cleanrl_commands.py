@@ -11,6 +11,7 @@ COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or Non
     ("td3_continuous_action", ["--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
                                "--total-timesteps", "105"], "--measure-burnin"),
     ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "--learning-starts"),
+    ("dqn", ["--learning-starts", "200", "--total-timesteps", "205"], "--learning-starts"),  # steps 201-204: no 10th step
 ]
 
 

@@ -2,7 +2,8 @@
 - its real loop, fed by its real environments, makes no host-device sync after the burn-in but the action that the
   environment needs and the once-per-row read of the logged values, in eager, --cudagraphs and --compile --cudagraphs;
 - every graph-captured function that draws random numbers draws fresh ones on every call, with the mean and spread
-  of the eager code (a compiled function captured in a CUDA graph must not replay frozen draws).
+  of the eager code (a compiled function captured in a CUDA graph must not replay frozen draws); DQN's are in
+  test_dqn.py.
 """
 import linecache
 
@@ -27,6 +28,8 @@ LOOPS = {
     "ppo_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",
                                            "--num-minibatches", "4", "--update-epochs", "2", "--total-timesteps", "768",
                                            "--measure-burnin", "4"],
+    "dqn_torchcompile": ["--learning-starts", "100", "--train-frequency", "2", "--target-network-frequency", "50",
+                         "--batch-size", "32", "--total-timesteps", "400", "--measure-burnin", "10", "--log-interval", "50"],
     "ppo_atari_torchcompile": ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
                                "--total-timesteps", "448", "--measure-burnin", "4"],
 }

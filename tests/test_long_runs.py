@@ -17,6 +17,8 @@ SAC = ["--env-id", "Pendulum-v1", "--learning-starts", "200", "--batch-size", "3
 TD3 = SAC
 PPO = ["--env-id", "Pendulum-v1", "--num-envs", "1", "--num-steps", "64", "--num-minibatches", "16", "--update-epochs", "4",
        "--total-timesteps", "2560"]
+DQN = ["--learning-starts", "500", "--train-frequency", "2", "--target-network-frequency", "100", "--batch-size", "32",
+       "--buffer-size", "1000", "--total-timesteps", "4000", "--log-interval", "100"]
 ATARI = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "8", "--update-epochs", "4", "--total-timesteps", "2048"]
 # the bare tensors each main() keeps across iterations (its rollout storage, alpha); the rest is found by walking
 # modules, optimizers, replay buffers, namespaces and closures
@@ -33,6 +35,9 @@ CASES = [
     pytest.param("ppo_continuous_action", PPO, PPO_STORAGE, id="ppo"),
     pytest.param("ppo_continuous_action_torchcompile", PPO, [], id="ppo-fast"),
     pytest.param("ppo_continuous_action_torchcompile", PPO + ["--compile"], [], id="ppo-fast-compile", marks=compiled),
+    pytest.param("dqn", DQN, [], id="dqn"),
+    pytest.param("dqn_torchcompile", DQN, [], id="dqn-fast"),
+    pytest.param("dqn_torchcompile", DQN + ["--compile"], [], id="dqn-fast-compile", marks=compiled),
     pytest.param("ppo_atari", ATARI, ATARI_STORAGE, id="atari"),
     pytest.param("ppo_atari_torchcompile", ATARI, ["obs", "actions", "logprobs", "values"], id="atari-fast"),
     pytest.param("ppo_atari_torchcompile", ATARI + ["--compile"], ["obs", "actions", "logprobs", "values"],

@@ -264,7 +264,7 @@ def test_driver_interrupt_keeps_what_finished(tmp_path):
 
 def test_bad_options():
     for args, message in [(["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
-                          (["--scripts", "dqn"], "--scripts: unknown algorithm 'dqn'"),
+                          (["--scripts", "a2c"], "--scripts: unknown algorithm 'a2c'"),
                           (["--seeds", "1,x"], "--seeds: 'x'"),
                           (["--total-timesteps", "-5"], "--total-timesteps"),
                           (["--frobnicate"], "unknown option '--frobnicate'")]:

@@ -1,0 +1,370 @@
+# DQN for discrete actions: CleanRL's dqn.py, brought up to gymnasium 1.x, numpy 2 and torch 2.11+.
+# The eager baseline: the honest reference for the fast variant.
+import csv
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tqdm
+import tyro
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    measure_burnin: int = 10
+    """updates after learning starts that are left out of the steps/s measurement"""
+    log_interval: int = 100
+    """environment steps between two rows of metrics.csv"""
+
+    # Algorithm specific arguments
+    env_id: str = "CartPole-v1"
+    """the id of the environment"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    buffer_size: int = 10000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 1.0
+    """the target network update rate"""
+    target_network_frequency: int = 500
+    """the timesteps it takes to update the target network"""
+    batch_size: int = 128
+    """the batch size of sample from the replay memory"""
+    start_e: float = 1.0
+    """the starting epsilon for exploration"""
+    end_e: float = 0.05
+    """the ending epsilon for exploration"""
+    exploration_fraction: float = 0.5
+    """the fraction of `total-timesteps` it takes from start-e to go end-e"""
+    learning_starts: int = 10000
+    """timestep to start learning"""
+    train_frequency: int = 10
+    """the frequency of training"""
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as CartPole-v1, Acrobot-v1)")
+    probe = gym.make(args.env_id)
+    action_space, observation_space = probe.action_space, probe.observation_space
+    probe.close()
+    if not isinstance(action_space, gym.spaces.Discrete) or action_space.start != 0:
+        fail("--env-id", f"{args.env_id} has a {action_space} action space; DQN needs a Discrete one starting at 0")
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        fail("--env-id", f"{args.env_id} has a {observation_space} observation space; DQN needs a flat Box one")
+    for flag, value in [("--num-envs", args.num_envs), ("--batch-size", args.batch_size), ("--total-timesteps", args.total_timesteps),
+                        ("--train-frequency", args.train_frequency), ("--target-network-frequency", args.target_network_frequency),
+                        ("--log-interval", args.log_interval)]:
+        if value < 1:
+            fail(flag, f"must be at least 1, got {value}")
+    if args.buffer_size < args.batch_size:
+        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
+    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin)]:
+        if value < 0:
+            fail(flag, f"must be at least 0, got {value}")
+    for flag, value, ok, allowed in [("--start-e", args.start_e, 0 <= args.start_e <= 1, "[0, 1]"),
+                                     ("--end-e", args.end_e, 0 <= args.end_e <= 1, "[0, 1]"), ("--tau", args.tau, 0 < args.tau <= 1, "(0, 1]"),
+                                     ("--exploration-fraction", args.exploration_fraction, args.exploration_fraction > 0, "(0, inf)")]:
+        if not ok:
+            fail(flag, f"must be in {allowed}, got {value}")
+    if args.track:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            fail("--track", "needs wandb, which is not installed (pip install wandb)")
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
+    # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
+    first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
+    num_updates = due(first_update, len(range(first_update, args.total_timesteps, args.num_envs)) * args.num_envs, args.train_frequency)
+    if num_updates <= args.measure_burnin:
+        print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
+            f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
+            f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
+
+
+def make_env(env_id, seed, idx, capture_video, video_dir):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+class RunLog:
+    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
+
+    def __init__(self, args, run_dir, device, columns):
+        self.args, self.run_dir, self.device = args, run_dir, device
+        os.makedirs(run_dir, exist_ok=True)
+        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(self.columns)
+        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
+        self.episodes = 0
+        self.start = time.time()
+        self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.warmup_s = None
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = None
+        if args.track:
+            import wandb
+
+            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
+                                    name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def start_measure(self, global_step, learning_start_time):
+        self.measure_start = (time.time(), global_step)
+        self.warmup_s = self.measure_start[0] - learning_start_time
+
+    def sps(self, global_step):
+        if self.measure_start is None or global_step <= self.measure_start[1]:
+            return None
+        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+
+    def row(self, global_step, **losses):
+        ret = float(np.mean(self.returns)) if self.returns else None
+        length = float(np.mean(self.lengths)) if self.lengths else None
+        sps = self.sps(global_step)
+        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
+                  "wall_time_s": time.time() - self.start, **losses}
+        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
+        self.file.flush()
+        self.bar.n = global_step
+        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
+        self.bar.refresh()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+        self.bar.close()
+        self.file.close()
+        device = self.device
+        summary = {
+            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
+            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
+            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
+            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
+            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+        }
+        path = os.path.join(self.run_dir, "summary.json")
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb is not None:
+            self.wandb.finish()
+        return path
+
+
+class ReplayBuffer:
+    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+
+    def __init__(self, size, obs_dim, device):
+        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.observations = np.zeros((size, obs_dim), dtype=np.float32)
+        self.next_observations = np.zeros((size, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((size, 1), dtype=np.int64)
+        self.rewards = np.zeros((size,), dtype=np.float32)
+        self.dones = np.zeros((size,), dtype=np.float32)
+
+    def add(self, obs, next_obs, actions, rewards, terminations):
+        for i in range(len(obs)):  # one row per environment
+            self.observations[self.pos] = obs[i]
+            self.next_observations[self.pos] = next_obs[i]
+            self.actions[self.pos] = actions[i]
+            self.rewards[self.pos] = rewards[i]
+            self.dones[self.pos] = terminations[i]  # only a termination stops the bootstrap, never a truncation
+            self.pos = (self.pos + 1) % self.size
+            self.full = self.full or self.pos == 0
+
+    def sample(self, batch_size):
+        idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
+        as_tensor = lambda x: torch.as_tensor(x[idx], device=self.device)
+        return (as_tensor(self.observations), as_tensor(self.actions), as_tensor(self.next_observations),
+                as_tensor(self.rewards), as_tensor(self.dones))
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim, n_actions):
+        super().__init__()
+        self.network = nn.Sequential(nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions))
+
+    def forward(self, x):
+        return self.network(x)
+
+
+def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+def due(first_step, num_envs, frequency):
+    """How many of the env steps first_step .. first_step + num_envs - 1 are multiples of `frequency`
+    (CleanRL's `global_step % frequency == 0`, for any number of envs)."""
+    return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
+
+
+def main(args: Args):
+    check_args(args)
+    script = os.path.basename(__file__)[: -len(".py")]
+    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.output_dir, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
+    # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, args.seed + i, i, args.capture_video, os.path.join(run_dir, "videos")) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
+
+    q_network = QNetwork(obs_dim, n_actions).to(device)
+    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = QNetwork(obs_dim, n_actions).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+
+    rb = ReplayBuffer(args.buffer_size, obs_dim, device)
+    log = RunLog(args, run_dir, device, ["td_loss", "q_values", "epsilon"])
+    losses, status, steps_done, learning_start_time, updates = {}, "finished", 0, None, 0
+
+    # TRY NOT TO MODIFY: start the game
+    obs, _ = envs.reset(seed=args.seed)
+    obs = obs.astype(np.float32)
+    try:
+        for global_step in range(0, args.total_timesteps, args.num_envs):
+            # ALGO LOGIC: put action logic here
+            epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
+            if random.random() < epsilon:
+                actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+            else:
+                with torch.no_grad():
+                    q_values = q_network(torch.Tensor(obs).to(device))
+                actions = torch.argmax(q_values, dim=1).cpu().numpy()
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            steps_done = global_step + args.num_envs
+            log_now = steps_done % args.log_interval < args.num_envs  # losses are read (a sync) only on these steps
+            next_obs = next_obs.astype(np.float32)
+            if "episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+
+            # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
+            real_next_obs = next_obs.copy()
+            if "final_obs" in infos:
+                for idx in np.flatnonzero(infos["_final_obs"]):
+                    real_next_obs[idx] = infos["final_obs"][idx]
+            rb.add(obs, real_next_obs, actions, rewards, terminations)
+
+            # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+            obs = next_obs
+
+            # ALGO LOGIC: training.
+            if global_step > args.learning_starts:
+                if learning_start_time is None:
+                    learning_start_time = time.time()
+                for _ in range(due(global_step, args.num_envs, args.train_frequency)):
+                    if updates == args.measure_burnin and log.measure_start is None:
+                        log.start_measure(global_step, learning_start_time)  # the first updates are left out
+                    observations, b_actions, next_observations, b_rewards, dones = rb.sample(args.batch_size)
+                    with torch.no_grad():
+                        target_max, _ = target_network(next_observations).max(dim=1)
+                        td_target = b_rewards.flatten() + args.gamma * target_max * (1 - dones.flatten())
+                    old_val = q_network(observations).gather(1, b_actions).squeeze(1)
+                    loss = F.mse_loss(td_target, old_val)
+
+                    # optimize the model
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    updates += 1
+
+                # update target network
+                if due(global_step, args.num_envs, args.target_network_frequency):
+                    for target_network_param, q_network_param in zip(target_network.parameters(), q_network.parameters()):
+                        target_network_param.data.copy_(
+                            args.tau * q_network_param.data + (1.0 - args.tau) * target_network_param.data
+                        )
+            if log_now:
+                if updates:
+                    losses = {"td_loss": loss.item(), "q_values": old_val.mean().item()}
+                log.row(steps_done, **losses, epsilon=epsilon)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+    path = log.close(steps_done, status, script, "dqn")
+    print(path)
+    if status == "interrupted":
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

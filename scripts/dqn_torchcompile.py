@@ -1,0 +1,437 @@
+# DQN for discrete actions, the fast variant of dqn.py: the same algorithm and defaults, rewritten for speed (each
+# trick is named where it is used). `--compile` runs the update and the policy through torch.compile;
+# `--cudagraphs` captures them in CUDA graphs with tensordict's CudaGraphModule.
+import argparse
+import csv
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict.nn import CudaGraphModule
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    measure_burnin: int = 10
+    """updates after learning starts that are left out of the steps/s measurement"""
+    log_interval: int = 100
+    """environment steps between two rows of metrics.csv"""
+    compile: bool = False
+    """if toggled, the update and the policy are compiled with torch.compile"""
+    cudagraphs: bool = False
+    """if toggled, the update and the policy are captured in CUDA graphs (ignored, with a warning, without CUDA)"""
+
+    # Algorithm specific arguments
+    env_id: str = "CartPole-v1"
+    """the id of the environment"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    buffer_size: int = 10000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 1.0
+    """the target network update rate"""
+    target_network_frequency: int = 500
+    """the timesteps it takes to update the target network"""
+    batch_size: int = 128
+    """the batch size of sample from the replay memory"""
+    start_e: float = 1.0
+    """the starting epsilon for exploration"""
+    end_e: float = 0.05
+    """the ending epsilon for exploration"""
+    exploration_fraction: float = 0.5
+    """the fraction of `total-timesteps` it takes from start-e to go end-e"""
+    learning_starts: int = 10000
+    """timestep to start learning"""
+    train_frequency: int = 10
+    """the frequency of training"""
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as CartPole-v1, Acrobot-v1)")
+    probe = gym.make(args.env_id)
+    action_space, observation_space = probe.action_space, probe.observation_space
+    probe.close()
+    if not isinstance(action_space, gym.spaces.Discrete) or action_space.start != 0:
+        fail("--env-id", f"{args.env_id} has a {action_space} action space; DQN needs a Discrete one starting at 0")
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        fail("--env-id", f"{args.env_id} has a {observation_space} observation space; DQN needs a flat Box one")
+    for flag, value in [("--num-envs", args.num_envs), ("--batch-size", args.batch_size), ("--total-timesteps", args.total_timesteps),
+                        ("--train-frequency", args.train_frequency), ("--target-network-frequency", args.target_network_frequency),
+                        ("--log-interval", args.log_interval)]:
+        if value < 1:
+            fail(flag, f"must be at least 1, got {value}")
+    if args.buffer_size < args.batch_size:
+        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
+    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin)]:
+        if value < 0:
+            fail(flag, f"must be at least 0, got {value}")
+    for flag, value, ok, allowed in [("--start-e", args.start_e, 0 <= args.start_e <= 1, "[0, 1]"),
+                                     ("--end-e", args.end_e, 0 <= args.end_e <= 1, "[0, 1]"), ("--tau", args.tau, 0 < args.tau <= 1, "(0, 1]"),
+                                     ("--exploration-fraction", args.exploration_fraction, args.exploration_fraction > 0, "(0, inf)")]:
+        if not ok:
+            fail(flag, f"must be in {allowed}, got {value}")
+    if args.track:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            fail("--track", "needs wandb, which is not installed (pip install wandb)")
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
+    # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
+    first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
+    num_updates = due(first_update, len(range(first_update, args.total_timesteps, args.num_envs)) * args.num_envs, args.train_frequency)
+    if num_updates <= args.measure_burnin:
+        print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
+            f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
+            f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
+
+
+def make_env(env_id, seed, idx, capture_video, video_dir):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+class RunLog:
+    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
+
+    def __init__(self, args, run_dir, device, columns):
+        self.args, self.run_dir, self.device = args, run_dir, device
+        os.makedirs(run_dir, exist_ok=True)
+        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.writer = csv.writer(self.file)
+        self.writer.writerow(self.columns)
+        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
+        self.episodes = 0
+        self.start = time.time()
+        self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.warmup_s = None
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = None
+        if args.track:
+            import wandb
+
+            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
+                                    name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def start_measure(self, global_step, learning_start_time):
+        self.measure_start = (time.time(), global_step)
+        self.warmup_s = self.measure_start[0] - learning_start_time
+
+    def sps(self, global_step):
+        if self.measure_start is None or global_step <= self.measure_start[1]:
+            return None
+        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+
+    def row(self, global_step, **losses):
+        ret = float(np.mean(self.returns)) if self.returns else None
+        length = float(np.mean(self.lengths)) if self.lengths else None
+        sps = self.sps(global_step)
+        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
+                  "wall_time_s": time.time() - self.start, **losses}
+        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
+        self.file.flush()
+        self.bar.n = global_step
+        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
+        self.bar.refresh()
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+        self.bar.close()
+        self.file.close()
+        device = self.device
+        summary = {
+            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
+            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
+            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
+            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
+            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
+            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+        }
+        path = os.path.join(self.run_dir, "summary.json")
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb is not None:
+            self.wandb.finish()
+        return path
+
+
+class ReplayBuffer:
+    """The replay buffer on the training device: one preallocated tensor, a row per transition.
+    Speed: a step costs one host-to-device copy, a sample is one gather on the device (no numpy, no copies back)."""
+
+    def __init__(self, size, obs_dim, device):
+        self.size, self.obs_dim, self.pos, self.full = size, obs_dim, 0, False
+        # columns: obs | next_obs | action | reward | termination
+        self.storage = torch.zeros((size, 2 * obs_dim + 3), dtype=torch.float32, device=device)
+        self.count = torch.zeros((), dtype=torch.int64, device=device)  # rows filled, as sample() reads it
+
+    def add(self, obs, next_obs, actions, rewards, terminations):
+        # only a termination stops the bootstrap, never a truncation
+        rows = np.concatenate([obs, next_obs, actions[:, None], rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
+        # Speed: a copy that does not wait for the device (torch.as_tensor(x, device=...) would block).
+        rows, n = torch.from_numpy(rows).to(self.storage.device, non_blocking=True), len(obs)
+        first = min(n, self.size - self.pos)
+        self.storage[self.pos : self.pos + first] = rows[:first]
+        if first < n:
+            self.storage[: n - first] = rows[first:]  # wrap around
+        if not self.full:
+            self.full = self.pos + n >= self.size
+            self.count.fill_(self.size if self.full else self.pos + n)  # fill_ of a Python number: no sync
+        self.pos = (self.pos + n) % self.size
+
+    def sample(self, batch_size):
+        # Speed: indices drawn on the device, below the row count held there: sampling never waits for the host,
+        # and it can sit inside the compiled / graphed update (the modulo's bias is below 1e-14).
+        idx = torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count
+        return self.storage[idx]
+
+    @staticmethod
+    def split(batch, obs_dim):
+        """Rows -> (obs, actions, next_obs, rewards, terminations), as views (actions as floats)."""
+        return batch[:, :obs_dim], batch[:, 2 * obs_dim], batch[:, obs_dim : 2 * obs_dim], batch[:, -2], batch[:, -1]
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim, n_actions):
+        super().__init__()
+        self.network = nn.Sequential(nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions))
+
+    def forward(self, x):
+        return self.network(x)
+
+
+def q_values(params, x):
+    """QNetwork's forward, written on its parameter list. Speed: no nn.Module calls (six per forward, which cost
+    more than the three matmuls of an acting step on a CPU: the epsilon-greedy step took 38 us, now 27 us)."""
+    w1, b1, w2, b2, w3, b3 = params
+    return F.linear(F.relu(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)), w3, b3)
+
+
+def linear_schedule(start_e: float, end_e: float, duration: int, t: torch.Tensor):
+    """CleanRL's schedule, with t a tensor on the device (reading the step costs no transfer), in float64 as in Python."""
+    slope = (end_e - start_e) / duration
+    return (slope * t.double() + start_e).clamp(min=end_e)
+
+
+def due(first_step, num_envs, frequency):
+    """How many of the env steps first_step .. first_step + num_envs - 1 are multiples of `frequency`
+    (CleanRL's `global_step % frequency == 0`, for any number of envs)."""
+    return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
+
+
+def make_dqn(args: Args, obs_dim, n_actions, device):
+    """Networks, optimizer, replay buffer and the (compiled / graphed) update and policy functions."""
+    dqn = argparse.Namespace(obs_dim=obs_dim, n_actions=n_actions)
+    dqn.q_network = q_network = QNetwork(obs_dim, n_actions).to(device)
+    dqn.target_network = target_network = QNetwork(obs_dim, n_actions).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+    target_network.requires_grad_(False)
+    dqn.rb = rb = ReplayBuffer(args.buffer_size, obs_dim, device)
+    # env steps taken, counted on the device (int64: torch.compile drops in-place updates of a 0-d float64 CPU tensor)
+    dqn.step = step = torch.zeros((), dtype=torch.int64, device=device)
+    duration = args.exploration_fraction * args.total_timesteps
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
+    # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
+    adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs and device.type == "cuda" else dict(fused=True)
+    dqn.optimizer = optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate, **adam)
+    online, targets = list(q_network.parameters()), list(target_network.parameters())
+
+    def update():
+        # Speed: the whole training step (sample, loss, backward, optimizer step) is one function, so that it is one
+        # compiled call, or one CUDA graph replay.
+        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(rb.sample(args.batch_size), obs_dim)
+        with torch.no_grad():
+            target_max, _ = q_values(targets, next_observations).max(dim=1)
+            td_target = rewards + args.gamma * target_max * (1 - dones)
+        old_val = q_values(online, observations).gather(1, actions.long().unsqueeze(1)).squeeze(1)
+        loss = F.mse_loss(td_target, old_val)
+
+        # optimize the model
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.detach(), old_val.detach().mean()
+
+    def policy(obs):
+        # Speed: epsilon-greedy on the device: epsilon from the device's step counter, the coin flips and the random
+        # actions drawn there, so the action the env needs is the step's only transfer.
+        with torch.no_grad():
+            epsilon = linear_schedule(args.start_e, args.end_e, duration, step)
+            step.add_(obs.shape[0])
+            greedy = q_values(online, obs).argmax(dim=1)
+            random_actions = torch.randint(0, n_actions, greedy.shape, device=obs.device)
+            return torch.where(torch.rand(greedy.shape, device=obs.device) < epsilon, random_actions, greedy), epsilon
+
+    def update_target():
+        # Speed: one in-place multi-tensor op (a copy for CleanRL's tau=1), under no_grad: with autograd on, in-place
+        # ops on the targets would record history and leak memory.
+        with torch.no_grad():
+            if args.tau == 1.0:
+                torch._foreach_copy_(targets, online)
+            else:
+                torch._foreach_lerp_(targets, online, args.tau)
+
+    dqn.update, dqn.policy, dqn.update_target = update, policy, update_target
+    if args.compile:
+        dqn.update = torch.compile(update)
+        dqn.policy = torch.compile(policy)
+    if args.cudagraphs:
+        # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels.
+        warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
+        dqn.update = CudaGraphModule(dqn.update, warmup=warmup)
+        dqn.policy = CudaGraphModule(dqn.policy, warmup=warmup)
+    return dqn
+
+
+def main(args: Args):
+    check_args(args)
+    script = os.path.basename(__file__)[: -len(".py")]
+    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.output_dir, run_name)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    if args.cudagraphs and device.type != "cuda":
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+
+    # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
+    # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, args.seed + i, i, args.capture_video, os.path.join(run_dir, "videos")) for i in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
+
+    dqn = make_dqn(args, obs_dim, n_actions, device)
+    log = RunLog(args, run_dir, device, ["td_loss", "q_values", "epsilon"])
+    losses, status, steps_done, learning_start_time, updates = {}, "finished", 0, None, 0
+
+    # TRY NOT TO MODIFY: start the game
+    obs, _ = envs.reset(seed=args.seed)
+    obs = obs.astype(np.float32)
+    try:
+        for global_step in range(0, args.total_timesteps, args.num_envs):
+            # ALGO LOGIC: put action logic here
+            actions, epsilon = dqn.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+            actions = actions.cpu().numpy()  # the one sync: the env needs it
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            steps_done = global_step + args.num_envs
+            log_now = steps_done % args.log_interval < args.num_envs  # losses are read (a sync) only on these steps
+            next_obs = next_obs.astype(np.float32)
+            if "episode" in infos:
+                for i in np.flatnonzero(infos["_episode"]):
+                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+
+            # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
+            real_next_obs = next_obs.copy()
+            if "final_obs" in infos:
+                for idx in np.flatnonzero(infos["_final_obs"]):
+                    real_next_obs[idx] = infos["final_obs"][idx]
+            dqn.rb.add(obs, real_next_obs, actions, rewards, terminations)
+
+            # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+            obs = next_obs
+
+            # ALGO LOGIC: training.
+            if global_step > args.learning_starts:
+                if learning_start_time is None:
+                    learning_start_time = time.time()
+                for _ in range(due(global_step, args.num_envs, args.train_frequency)):
+                    if updates == args.measure_burnin and log.measure_start is None:
+                        log.start_measure(global_step, learning_start_time)  # compile/capture happen before this point
+                    loss, old_val_mean = dqn.update()
+                    updates += 1
+
+                # update target network
+                if due(global_step, args.num_envs, args.target_network_frequency):
+                    dqn.update_target()
+            if log_now:  # Speed: one sync per log interval: every value read in one transfer
+                values = torch.stack([epsilon, *([loss, old_val_mean] if updates else [])]).tolist()
+                losses = dict(zip(["epsilon", "td_loss", "q_values"], values))
+                log.row(steps_done, **losses)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+    path = log.close(steps_done, status, script, "dqn", compile=args.compile, cudagraphs=args.cudagraphs)
+    print(path)
+    if status == "interrupted":
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

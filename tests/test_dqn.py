@@ -1,0 +1,443 @@
+"""DQN, baseline and fast: runs of every flag combination, CleanRL's smoke command, parity of the fast update with
+CleanRL's update and of the compiled path with the eager one, the epsilon schedule, truncation handling, no
+autograd history, and bad input. (Long runs with the memory check are in test_long_runs.py, the real loop's sync
+watch on a GPU in test_gpu.py, CleanRL's smoke command in test_cleanrl_commands.py too.)"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import check_summary, load_script, read_metrics, reachable_tensors, run_script
+
+BASE, FAST = "dqn", "dqn_torchcompile"
+# A short run on CartPole that goes past learning_starts, so that the (compiled) update really runs: 200 updates,
+# 8 target updates, episodes of ~20 steps.
+SHORT = ["--total-timesteps", 600, "--learning-starts", 200, "--train-frequency", 2, "--target-network-frequency", 50,
+         "--batch-size", 32, "--buffer-size", 1000, "--measure-burnin", 2, "--log-interval", 100]
+OBS_DIM, N_ACTIONS, BATCH = 4, 2, 32  # CartPole's shapes and SHORT's batch: the in-process compile reuses the runs' cache
+
+
+def warnings_of(proc):
+    """The run's own warnings (the CPU fallback of --cuda aside, which every run on a CPU machine prints)."""
+    return [line for line in proc.stderr.splitlines() if line.startswith("warning:") and not line.startswith("warning: --cuda:")]
+
+
+# ---------------------------------------------------------------- runs of every file and flag combination
+RUNS = [(BASE, []), (FAST, []), (FAST, ["--cudagraphs"]), (FAST, ["--compile"]), (FAST, ["--compile", "--cudagraphs"])]
+
+
+@pytest.mark.parametrize("script,flags", [pytest.param(s, f, marks=[pytest.mark.compile] if "--compile" in f else [])
+                                          for s, f in RUNS], ids=[f"{s}{''.join(f)}" for s, f in RUNS])
+def test_short_run(script, flags, tmp_path):
+    proc, summary = run_script(script, *SHORT, *flags, tmp_path=tmp_path)
+    cuda = torch.cuda.is_available()
+    check_summary(summary, script, "dqn", "CartPole-v1", 600, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda)
+    if "--cudagraphs" in flags and not cuda:
+        assert warnings_of(proc) == ["warning: --cudagraphs: needs CUDA, running without CUDA graphs"]
+    else:
+        assert warnings_of(proc) == []
+    rows = read_metrics(summary)
+    assert [int(r["global_step"]) for r in rows] == list(range(100, 601, 100))
+    assert list(rows[0])[:8] == ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", "td_loss", "q_values", "epsilon"]
+    base = load_script(BASE)
+    for r in rows:  # the row at steps_done=s logs the epsilon of the step s-1 (duration: 0.5 * 600 steps)
+        assert float(r["epsilon"]) == pytest.approx(base.linear_schedule(1.0, 0.05, 300, int(r["global_step"]) - 1), abs=1e-6)
+    assert rows[1]["td_loss"] == "" and rows[2]["td_loss"] != ""  # learning starts after step 200
+    assert np.isfinite(float(rows[-1]["td_loss"])) and np.isfinite(float(rows[-1]["q_values"]))
+    assert summary["episodes"] >= 5 and summary["episodic_return"] > 0
+
+
+# ---------------------------------------------------------------- short runs are not errors
+SMOKE = [  # CleanRL's own test command (steps 201-204 hold no multiple of --train-frequency 10: no update); a run that
+    # never reaches learning_starts; a run that ends inside the burn-in (5 updates, at steps 210-250)
+    (["--learning-starts", 200, "--total-timesteps", 205],
+     "warning: --total-timesteps 205 ends before --learning-starts 200: nothing is learned and steps/s is not measured"),
+    (["--total-timesteps", 300],
+     "warning: --total-timesteps 300 ends before --learning-starts 10000: nothing is learned and steps/s is not measured"),
+    (["--learning-starts", 200, "--total-timesteps", 260],
+     "warning: --total-timesteps 260 ends inside --measure-burnin (10 updates): steps/s is not measured"),
+]
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+@pytest.mark.parametrize("flags,warning", SMOKE, ids=["cleanrl-smoke", "before-learning-starts", "inside-burnin"])
+def test_short_runs_warn_once_and_finish(script, flags, warning, tmp_path):
+    proc, summary = run_script(script, *flags, tmp_path=tmp_path)
+    assert proc.returncode == 0 and warnings_of(proc) == [warning], proc.stderr
+    assert summary["status"] == "finished" and summary["sps"] is None and summary["warmup_s"] is None
+    assert summary["global_step"] == flags[-1] and summary["algo"] == "dqn"
+
+
+# ---------------------------------------------------------------- parity
+def _make(module, **overrides):
+    args = module.Args(**{"batch_size": BATCH, "buffer_size": 100, **overrides})
+    return module.make_dqn(args, OBS_DIM, N_ACTIONS, torch.device("cpu"))
+
+
+def _fill(agent, rows=50, seed=0):
+    """The same transitions into an agent's buffer, through add() as the loop calls it (numpy in)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(rows):
+        obs, next_obs = rng.normal(size=(1, OBS_DIM)).astype(np.float32), rng.normal(size=(1, OBS_DIM)).astype(np.float32)
+        agent.rb.add(obs, next_obs, rng.integers(0, N_ACTIONS, 1), rng.normal(size=1).astype(np.float32), rng.random(1) < 0.3)
+
+
+def _copy_params(src, dst):
+    dst.q_network.load_state_dict(src.q_network.state_dict())
+    dst.target_network.load_state_dict(src.target_network.state_dict())
+
+
+def _state(agent):
+    return [t.detach().clone() for t in [*agent.q_network.parameters(), *agent.target_network.parameters()]]
+
+
+def _steps(agent, n=3):
+    """n updates as the loop calls them, a target update after the second; the outputs of each update."""
+    outs = []
+    for i in range(n):
+        torch.manual_seed(100 + i)
+        outs += [o.detach().clone() for o in agent.update()]
+        if i == 1:
+            agent.update_target()
+    return outs
+
+
+def _assert_close(a, b, what, rtol=1e-4, atol=1e-5):
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+
+
+def _assert_params_close(a, b, what, steps=3, lr=2.5e-4):
+    """Adam divides each gradient by its running RMS: where a gradient is ~0, float reordering between two kernels can
+    move that element by up to lr per step. So: every element within that drift, and all but < 1% to float precision."""
+    for x, y in zip(a, b, strict=True):
+        diff = (x - y).abs()
+        assert diff.max() <= 2 * steps * lr, f"{what}: max difference {diff.max():.2e}"
+        assert (diff > 1e-5 + 1e-4 * y.abs()).float().mean().item() < 0.01, f"{what}: too many elements differ"
+
+
+def test_fast_update_equals_cleanrl_update():
+    """The fast update (device buffer, functional forward, fused Adam, one-call update, foreach target copy) computes
+    what the baseline's CleanRL update computes, step for step, on the same batch from the same parameters."""
+    base = load_script(BASE)
+    torch.manual_seed(0)
+    agent = _make(load_script(FAST))
+    _fill(agent)
+    q_network, target_network = base.QNetwork(OBS_DIM, N_ACTIONS), base.QNetwork(OBS_DIM, N_ACTIONS)
+    q_network.load_state_dict(agent.q_network.state_dict())
+    target_network.load_state_dict(q_network.state_dict())
+    optimizer = torch.optim.Adam(q_network.parameters(), lr=base.Args().learning_rate)
+    got, expected = [], []
+    for i in range(3):
+        torch.manual_seed(100 + i)
+        batch = agent.rb.sample(BATCH)  # the batch the update draws with this seed
+        o, no = batch[:, :OBS_DIM], batch[:, OBS_DIM:2 * OBS_DIM]
+        a, r, d = batch[:, -3].long().unsqueeze(1), batch[:, -2], batch[:, -1]
+        # CleanRL's update as the baseline script writes it
+        with torch.no_grad():
+            target_max, _ = target_network(no).max(dim=1)
+            td_target = r.flatten() + 0.99 * target_max * (1 - d.flatten())
+        old_val = q_network(o).gather(1, a).squeeze(1)
+        loss = F.mse_loss(td_target, old_val)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        expected += [loss.detach(), old_val.detach().mean()]
+        torch.manual_seed(100 + i)
+        got += [t.clone() for t in agent.update()]
+        if i == 1:  # tau = 1: the target becomes the online network
+            for tp, p in zip(target_network.parameters(), q_network.parameters()):
+                tp.data.copy_(1.0 * p.data + (1.0 - 1.0) * tp.data)
+            agent.update_target()
+    _assert_close(got, expected, "losses")
+    _assert_params_close(_state(agent), [t.detach() for t in [*q_network.parameters(), *target_network.parameters()]], "parameters")
+
+
+def test_soft_target_update_is_cleanrls_formula():
+    agent = _make(load_script(FAST), tau=0.3)
+    with torch.no_grad():
+        for p in agent.q_network.parameters():
+            p.add_(1.0)
+    online, target = _state(agent)[:6], _state(agent)[6:]
+    agent.update_target()
+    _assert_close(_state(agent)[6:], [0.3 * p + 0.7 * t for p, t in zip(online, target)], "lerp", rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def inductor_eager_rng():
+    # compiled code draws its random numbers like eager code does, so the two paths can be compared exactly
+    import torch._inductor.config as cfg
+
+    old, cfg.fallback_random = cfg.fallback_random, True
+    yield
+    cfg.fallback_random = old
+
+
+def _no_history(agent):
+    """Every tensor the agent keeps across steps is free of autograd history; targets and storage need no grad."""
+    tensors = reachable_tensors({"dqn": agent})
+    paths = " ".join(p for p, _ in tensors)
+    assert "optimizer" in paths and ".state[" in paths and "storage" in paths and "step" in paths, paths
+    assert not [p for p, t in tensors if t.grad_fn is not None]
+    assert not [p for p, t in tensors if t.requires_grad and ("target" in p or ".state[" in p or ".rb." in p or p == "dqn.step")]
+
+
+@pytest.mark.compile
+def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
+    module = load_script(FAST)
+    torch.manual_seed(0)
+    eager, compiled = _make(module), _make(module, compile=True)
+    _copy_params(eager, compiled)
+    for agent in (eager, compiled):
+        _fill(agent)
+    _assert_close(_steps(compiled), _steps(eager), "update outputs")
+    _assert_params_close(_state(compiled), _state(eager), "parameters")
+    # the policy, from the same parameters and step: epsilon 1 -> 0.05 over 10 steps, so both branches are taken
+    _copy_params(eager, compiled)
+    obs = np.random.default_rng(1).normal(size=(3, OBS_DIM)).astype(np.float32)
+    outs = {}
+    for name, agent in (("eager", eager), ("compiled", compiled)):
+        agent.step.fill_(5)
+        torch.manual_seed(7)
+        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e in (agent.policy(torch.from_numpy(obs)) for _ in range(6))]
+    _assert_close(outs["compiled"], outs["eager"], "policy (actions, epsilon)", rtol=0, atol=1e-12)
+    assert compiled.step.item() == eager.step.item() == 5 + 6 * 3
+    _no_history(compiled)
+
+
+def test_no_autograd_history_in_kept_tensors():
+    for tau in (1.0, 0.5):  # the copy and the lerp target updates
+        agent = _make(load_script(FAST), tau=tau)
+        _fill(agent)
+        for _ in range(3):
+            agent.update()
+            agent.update_target()
+            agent.policy(torch.zeros(1, OBS_DIM))
+        _no_history(agent)
+
+
+# ---------------------------------------------------------------- the epsilon schedule
+def test_epsilon_schedule_is_cleanrls_at_every_step():
+    """The fast loop's epsilon comes from the policy's device step counter: fed observations as the loop feeds them,
+    one call per loop step, it equals CleanRL's linear_schedule at every step, from the first to after the end."""
+    base, fast = load_script(BASE), load_script(FAST)
+    for num_envs in (1, 3):
+        args = fast.Args(total_timesteps=60, exploration_fraction=0.5, start_e=0.9, end_e=0.1, buffer_size=100)
+        agent = fast.make_dqn(args, OBS_DIM, N_ACTIONS, torch.device("cpu"))
+        obs = np.zeros((num_envs, OBS_DIM), np.float32)
+        for global_step in range(0, 60, num_envs):
+            actions, epsilon = agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True))
+            assert actions.shape == (num_envs,) and actions.dtype == torch.int64
+            assert epsilon.item() == pytest.approx(base.linear_schedule(0.9, 0.1, 30.0, global_step), abs=1e-12), global_step
+
+
+@pytest.mark.parametrize("eps,explores", [(0.0, False), (1.0, True)])
+def test_epsilon_greedy_acts_greedily_or_at_random(eps, explores):
+    torch.manual_seed(0)
+    agent = _make(load_script(FAST), start_e=eps, end_e=eps)
+    obs = torch.randn(500, OBS_DIM)
+    actions, _ = agent.policy(obs)
+    greedy = agent.q_network(obs).argmax(1)
+    if explores:  # uniform over the actions, whatever the network says
+        assert 0.4 < (actions == greedy).float().mean() < 0.6 and set(actions.tolist()) == {0, 1}
+    else:
+        assert torch.equal(actions, greedy)
+
+
+# ---------------------------------------------------------------- truncation and termination
+@pytest.mark.parametrize("script", [BASE, FAST])
+def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_path, monkeypatch):
+    """Drive the script's own main loop on a hand-made environment: a truncation must store the true final
+    observation with done=0 (so it bootstraps), a termination done=1, and the reset observation must not leak."""
+    import gymnasium as gym
+
+    module = load_script(script)
+
+    class Counter(gym.Env):
+        """obs = [episode id, t]; episodes alternate: truncated at t=3, terminated at t=4."""
+        observation_space = gym.spaces.Box(-100, 100, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.episode = getattr(self, "episode", -1) + 1
+            self.t = 0
+            return np.array([self.episode, 0], np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            terminated = self.episode % 2 == 1 and self.t == 4
+            truncated = self.episode % 2 == 0 and self.t == 3
+            return np.array([self.episode, self.t], np.float32), float(self.t), terminated, truncated, {}
+
+    gym.register("CounterDQN-v0", entry_point=lambda **kw: Counter())
+    stored, buffers = [], []
+    orig_add = module.ReplayBuffer.add
+
+    def spy(self, obs, next_obs, actions, rewards, terminations):
+        stored.append((obs.copy(), next_obs.copy(), np.array(rewards, copy=True), np.array(terminations, copy=True)))
+        buffers.append(self)
+        return orig_add(self, obs, next_obs, actions, rewards, terminations)
+
+    monkeypatch.setattr(module.ReplayBuffer, "add", spy)
+    args = module.Args(env_id="CounterDQN-v0", total_timesteps=14, learning_starts=12, batch_size=4, buffer_size=50,
+                       train_frequency=1, measure_burnin=0, log_interval=7, output_dir=str(tmp_path), cuda=False)
+    try:
+        module.main(args)
+    finally:
+        gym.registry.pop("CounterDQN-v0")
+    transitions = [(tuple(o[0]), tuple(n[0]), float(r[0]), bool(d[0])) for o, n, r, d in stored]
+    expected = [((0, 0), (0, 1), 1, False), ((0, 1), (0, 2), 2, False), ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
+                ((1, 0), (1, 1), 1, False), ((1, 1), (1, 2), 2, False), ((1, 2), (1, 3), 3, False), ((1, 3), (1, 4), 4, True),  # terminated
+                ((2, 0), (2, 1), 1, False)]
+    assert transitions[: len(expected)] == expected
+    rb = buffers[0]  # and the buffer holds those rows
+    if script == FAST:
+        rows = rb.storage[:7]
+        obs, next_obs, rewards, dones = rows[:, :2], rows[:, 2:4], rows[:, -2], rows[:, -1]
+    else:
+        obs, next_obs, rewards, dones = (torch.as_tensor(x[:7]) for x in (rb.observations, rb.next_observations, rb.rewards, rb.dones))
+    assert next_obs[2].tolist() == [0, 3] and obs[3].tolist() == [1, 0]
+    assert dones.tolist() == [0, 0, 0, 0, 0, 0, 1] and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
+
+
+def test_device_buffer_wraps_around_and_samples_only_filled_rows():
+    module = load_script(FAST)
+    rb = module.ReplayBuffer(5, 1, torch.device("cpu"))
+    for step in range(3):  # 2 envs a step: 6 rows into 5 slots
+        v = np.array([[2 * step], [2 * step + 1]], np.float32)
+        rb.add(v, v + 100, np.array([0, 1]), v[:, 0], np.zeros(2, bool))
+        assert rb.count.item() == min(2 * step + 2, 5)
+    assert rb.full and rb.pos == 1
+    assert rb.storage[:, 0].tolist() == [5, 1, 2, 3, 4]  # row 0 overwritten by the 6th transition
+    assert rb.storage[:, 2].tolist() == [1, 1, 0, 1, 0]  # the actions column
+    fresh = module.ReplayBuffer(100, 1, torch.device("cpu"))
+    fresh.add(np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.array([1, 1]), np.ones(2, np.float32), np.zeros(2, bool))
+    assert (fresh.sample(256)[:, 0] == 1).all()  # never the zero rows beyond what was added
+    fresh.add(2 * np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
+    assert set(fresh.sample(256)[:, 0].tolist()) == {1.0, 2.0}
+
+
+# ---------------------------------------------------------------- bad input
+BAD = [
+    (dict(env_id="NoSuchEnv-v9"), "--env-id", "unknown environment"),
+    (dict(env_id="Pendulum-v1"), "--env-id", "DQN needs a Discrete one"),
+    (dict(env_id="FrozenLake-v1"), "--env-id", "DQN needs a flat Box one"),
+    (dict(buffer_size=100, batch_size=128), "--buffer-size", "smaller than --batch-size"),
+    (dict(learning_starts=-1), "--learning-starts", "at least 0"),
+    (dict(total_timesteps=0), "--total-timesteps", "at least 1"),
+    (dict(num_envs=0), "--num-envs", "at least 1"),
+    (dict(train_frequency=0), "--train-frequency", "at least 1"),
+    (dict(target_network_frequency=-5), "--target-network-frequency", "at least 1"),
+    (dict(measure_burnin=-1), "--measure-burnin", "at least 0"),
+    (dict(exploration_fraction=0.0), "--exploration-fraction", "(0, inf)"),
+    (dict(start_e=1.5), "--start-e", "[0, 1]"),
+    (dict(tau=0.0), "--tau", "(0, 1]"),
+]
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+def test_bad_input_fails_with_one_line(script, tmp_path, capsys):
+    module = load_script(script)
+    for overrides, flag, words in BAD:  # check_args, in this process: every kind
+        with pytest.raises(SystemExit) as exit:
+            module.check_args(module.Args(**overrides))
+        assert str(exit.value.code).startswith(f"error: {flag}: ") and words in str(exit.value.code), exit.value.code
+        assert "\n" not in str(exit.value.code) and capsys.readouterr().err == ""  # one line, and no warning before it
+    # and from the command line: the exit status, stderr, nothing written
+    proc, _ = run_script(script, "--env-id", "Pendulum-v1", tmp_path=tmp_path, expect_ok=False, timeout=120)
+    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: --env-id: "), proc.stderr[-800:]
+    assert not (tmp_path / "runs").exists()  # failed before any work
+
+
+# ---------------------------------------------------------------- GPU: CUDA graphs and host-device syncs
+@pytest.mark.gpu
+@pytest.mark.parametrize("compile", [False, True])
+def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_rng):
+    module = load_script(FAST)
+    device = torch.device("cuda")
+    make = lambda **kw: module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **kw), OBS_DIM, N_ACTIONS, device)
+    torch.manual_seed(0)
+    eager, graphed = make(), make(compile=compile, cudagraphs=True)
+    _copy_params(eager, graphed)
+    for agent in (eager, graphed):
+        _fill(agent)
+    # 5 updates: the first ones warm up (and compile) and capture, the last ones replay the graph
+    _assert_close(_steps(graphed, n=5), _steps(eager, n=5), "update outputs", rtol=1e-3, atol=1e-4)
+    _assert_params_close(_state(graphed), _state(eager), "parameters", steps=5)
+    _copy_params(eager, graphed)
+    obs = np.random.default_rng(1).normal(size=(3, OBS_DIM)).astype(np.float32)
+    outs = {}
+    for name, agent in (("eager", eager), ("graphed", graphed)):
+        agent.step.fill_(5)
+        torch.manual_seed(7)
+        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e in
+                      (agent.policy(torch.from_numpy(obs).to(device, non_blocking=True)) for _ in range(6))]
+    # the warm-up calls draw from the same generator as eager; the replays advance it by the same amount (philox)
+    _assert_close(outs["graphed"][:2], outs["eager"][:2], "policy during warm-up", rtol=0, atol=1e-12)
+    epsilons = lambda o: [x[-1].item() for x in o]
+    assert epsilons(outs["graphed"]) == pytest.approx(epsilons(outs["eager"]), abs=1e-12)  # the device counter, replayed
+    assert graphed.step.item() == eager.step.item() == 5 + 6 * 3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [{}, {"cudagraphs": True}, {"compile": True, "cudagraphs": True}], ids=["eager", "graphs", "compile-graphs"])
+def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
+    """An acting step fed a numpy observation exactly as the loop feeds it, a buffer add, an update and a target
+    update make no host-device sync, up to the action the env needs."""
+    module = load_script(FAST)
+    device = torch.device("cuda")
+    agent = module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **flags), OBS_DIM, N_ACTIONS, device)
+    _fill(agent)
+    obs = np.random.default_rng(0).normal(size=(1, OBS_DIM)).astype(np.float32)
+
+    def step():
+        actions, epsilon = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+        agent.rb.add(obs, obs, np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
+        loss, q = agent.update()
+        agent.update_target()
+        return actions
+
+    for _ in range(5):  # warm-up, compilation and capture may sync
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            actions = step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert actions.cpu().numpy().shape == (1,)  # the one sync: the env needs the action
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [pytest.param({"cudagraphs": True}, id="cudagraphs"),
+                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile)])
+def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
+    """A replayed graph must not replay frozen draws: the policy's coin flips and random actions, and the update's
+    sampled indices, are new on every call, with the eager code's mean and spread."""
+    module = load_script(FAST)
+    device, n = torch.device("cuda"), 256
+    obs = torch.randn(8, OBS_DIM, device=device)
+    out = []
+    for f in [{}, flags]:  # eager, then graphed, from the same parameters and the same buffer
+        torch.manual_seed(0)
+        agent = module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, start_e=0.5, end_e=0.5, **f), OBS_DIM, N_ACTIONS, device)
+        _fill(agent)
+        kept = [t.detach().clone() for t in agent.q_network.parameters()]
+
+        def update():  # the parameters put back before each call: the outputs vary only with the sampled batch
+            with torch.no_grad():
+                torch._foreach_copy_(list(agent.q_network.parameters()), kept)
+            return agent.update()
+
+        draws = []
+        for fn in (lambda: agent.policy(obs)[0], lambda: torch.stack(update())):
+            x = torch.stack([fn().double() for _ in range(n)]).cpu()
+            assert (x[1:] != x[:-1]).any(1).float().mean() > 0.9, "calls repeat the same draws"
+            draws.append(x)
+        out.append(draws)
+    for graphed, eager in zip(out[1], out[0]):
+        se = ((graphed.var(0) + eager.var(0)) / n).sqrt()
+        assert ((graphed.mean(0) - eager.mean(0)).abs() <= 6 * se + 1e-6).all(), (graphed.mean(0), eager.mean(0))
