@@ -24,25 +24,21 @@ ATARI = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "8", "--up
 # modules, optimizers, replay buffers, namespaces and closures
 PPO_STORAGE = ["obs", "actions", "logprobs", "rewards", "terminations", "dones", "valids", "values"]
 ATARI_STORAGE = ["obs", "actions", "logprobs", "rewards", "terms", "dones", "valid", "values"]
-compiled = pytest.mark.compile
-CASES = [
-    pytest.param("sac_continuous_action", SAC, ["log_alpha"], id="sac"),
-    pytest.param("sac_continuous_action_torchcompile", SAC, [], id="sac-fast"),
-    pytest.param("sac_continuous_action_torchcompile", SAC + ["--compile"], [], id="sac-fast-compile", marks=compiled),
-    pytest.param("td3_continuous_action", TD3, [], id="td3"),
-    pytest.param("td3_continuous_action_torchcompile", TD3, [], id="td3-fast"),
-    pytest.param("td3_continuous_action_torchcompile", TD3 + ["--compile"], [], id="td3-fast-compile", marks=compiled),
-    pytest.param("ppo_continuous_action", PPO, PPO_STORAGE, id="ppo"),
-    pytest.param("ppo_continuous_action_torchcompile", PPO, [], id="ppo-fast"),
-    pytest.param("ppo_continuous_action_torchcompile", PPO + ["--compile"], [], id="ppo-fast-compile", marks=compiled),
-    pytest.param("dqn", DQN, [], id="dqn"),
-    pytest.param("dqn_torchcompile", DQN, [], id="dqn-fast"),
-    pytest.param("dqn_torchcompile", DQN + ["--compile"], [], id="dqn-fast-compile", marks=compiled),
-    pytest.param("ppo_atari", ATARI, ATARI_STORAGE, id="atari"),
-    pytest.param("ppo_atari_torchcompile", ATARI, ["obs", "actions", "logprobs", "values"], id="atari-fast"),
-    pytest.param("ppo_atari_torchcompile", ATARI + ["--compile"], ["obs", "actions", "logprobs", "values"],
-                 id="atari-fast-compile", marks=compiled),
+ALGOS = [  # (id, baseline script, flags, the baseline's bare tensors, the fast variant's)
+    ("sac", "sac_continuous_action", SAC, ["log_alpha"], []),
+    ("td3", "td3_continuous_action", TD3, [], []),
+    ("ppo", "ppo_continuous_action", PPO, PPO_STORAGE, []),
+    ("dqn", "dqn", DQN, [], []),
+    ("atari", "ppo_atari", ATARI, ATARI_STORAGE, ["obs", "actions", "logprobs", "values"]),
 ]
+# every flag combination: on a CPU, --cudagraphs warns and runs the same code as without it
+FAST_FLAGS = [[], ["--cudagraphs"], ["--compile"], ["--compile", "--cudagraphs"]]
+CASES = []
+for name, script, flags, base_storage, fast_storage in ALGOS:
+    CASES.append(pytest.param(script, flags, base_storage, id=name))
+    for extra in FAST_FLAGS:
+        CASES.append(pytest.param(f"{script}_torchcompile", flags + extra, fast_storage, id="-".join([name, "fast", *(f[2:] for f in extra)]),
+                                  marks=[pytest.mark.compile] if "--compile" in extra else []))
 
 
 @pytest.mark.parametrize("script,flags,storage", CASES)
