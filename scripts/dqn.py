@@ -38,7 +38,13 @@ class Args:
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: Optional[str] = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, videos) is written"""
     measure_burnin: int = 10
@@ -99,9 +105,12 @@ def check_args(args: Args):
             fail(flag, f"must be at least 1, got {value}")
     if args.buffer_size < args.batch_size:
         fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
-    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin)]:
+    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin),
+                        ("--eval-episodes", args.eval_episodes)]:
         if value < 0:
             fail(flag, f"must be at least 0, got {value}")
+    if args.eval_model:  # evaluation only: no training
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     for flag, value, ok, allowed in [("--start-e", args.start_e, 0 <= args.start_e <= 1, "[0, 1]"),
                                      ("--end-e", args.end_e, 0 <= args.end_e <= 1, "[0, 1]"), ("--tau", args.tau, 0 < args.tau <= 1, "(0, 1]"),
                                      ("--exploration-fraction", args.exploration_fraction, args.exploration_fraction > 0, "(0, inf)")]:
@@ -120,7 +129,7 @@ def check_args(args: Args):
     # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
     first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
     num_updates = due(first_update, len(range(first_update, args.total_timesteps, args.num_envs)) * args.num_envs, args.train_frequency)
-    if num_updates <= args.measure_burnin:
+    if num_updates <= args.measure_burnin and not args.eval_model:
         print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
             f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
             f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
@@ -137,6 +146,41 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
+    returns = []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
+        done, episode_return = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done, episode_return = terminated or truncated, episode_return + float(reward)
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        found = (saved["agent"], saved["env_id"])
+    except Exception as e:
+        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
+    if found[0] != agent:
+        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
+    if found[1] != env_id:
+        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
+    try:
+        module.load_state_dict(saved["model"])
+    except Exception as e:
+        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
+    return saved
 
 
 class RunLog:
@@ -190,7 +234,7 @@ class RunLog:
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
 
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
         self.bar.close()
         self.file.close()
         device = self.device
@@ -202,6 +246,8 @@ class RunLog:
             "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
             "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
             "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+            "eval_return_mean": float(np.mean(evals)) if evals else None,
+            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
         }
         path = os.path.join(self.run_dir, "summary.json")
         with open(path, "w") as f:
@@ -279,7 +325,8 @@ def main(args: Args):
     # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
     # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, args.seed + i, i, args.capture_video, os.path.join(run_dir, "videos")) for i in range(args.num_envs)],
+        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"))
+         for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -289,6 +336,9 @@ def main(args: Args):
     optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
     target_network = QNetwork(obs_dim, n_actions).to(device)
     target_network.load_state_dict(q_network.state_dict())
+
+    if args.eval_model:
+        load_model(args.eval_model, "dqn", args.env_id, q_network)
 
     rb = ReplayBuffer(args.buffer_size, obs_dim, device)
     log = RunLog(args, run_dir, device, ["td_loss", "q_values", "epsilon"])
@@ -360,7 +410,16 @@ def main(args: Args):
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
-    path = log.close(steps_done, status, script, "dqn")
+    if args.save_model:  # what is needed to act, and where it comes from
+        torch.save({"agent": "dqn", "env_id": args.env_id, "args": asdict(args), "model": q_network.state_dict()},
+                   os.path.join(run_dir, "model.pt"))
+    evals = None
+    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max, no exploration
+        with torch.no_grad():
+            evals = evaluate(args, lambda o: torch.argmax(q_network(torch.Tensor(o).to(device)), dim=1).cpu().numpy(),
+                             os.path.join(run_dir, "videos"))
+        status = "evaluated" if args.eval_model else status
+    path = log.close(steps_done, status, script, "dqn", evals=evals)
     print(path)
     if status == "interrupted":
         sys.exit(130)

@@ -41,7 +41,13 @@ class Args:
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: Optional[str] = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, videos) is written"""
     measure_burnin: int = 10
@@ -106,9 +112,12 @@ def check_args(args: Args):
             fail(flag, f"must be at least 1, got {value}")
     if args.buffer_size < args.batch_size:
         fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
-    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin)]:
+    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin),
+                        ("--eval-episodes", args.eval_episodes)]:
         if value < 0:
             fail(flag, f"must be at least 0, got {value}")
+    if args.eval_model:  # evaluation only: no training
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     for flag, value, ok, allowed in [("--start-e", args.start_e, 0 <= args.start_e <= 1, "[0, 1]"),
                                      ("--end-e", args.end_e, 0 <= args.end_e <= 1, "[0, 1]"), ("--tau", args.tau, 0 < args.tau <= 1, "(0, 1]"),
                                      ("--exploration-fraction", args.exploration_fraction, args.exploration_fraction > 0, "(0, inf)")]:
@@ -127,7 +136,7 @@ def check_args(args: Args):
     # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
     first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
     num_updates = due(first_update, len(range(first_update, args.total_timesteps, args.num_envs)) * args.num_envs, args.train_frequency)
-    if num_updates <= args.measure_burnin:
+    if num_updates <= args.measure_burnin and not args.eval_model:
         print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
             f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
             f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
@@ -144,6 +153,41 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
+    returns = []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
+        done, episode_return = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done, episode_return = terminated or truncated, episode_return + float(reward)
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        found = (saved["agent"], saved["env_id"])
+    except Exception as e:
+        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
+    if found[0] != agent:
+        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
+    if found[1] != env_id:
+        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
+    try:
+        module.load_state_dict(saved["model"])
+    except Exception as e:
+        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
+    return saved
 
 
 class RunLog:
@@ -197,7 +241,7 @@ class RunLog:
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
 
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
         self.bar.close()
         self.file.close()
         device = self.device
@@ -209,6 +253,8 @@ class RunLog:
             "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
             "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
             "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+            "eval_return_mean": float(np.mean(evals)) if evals else None,
+            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
         }
         path = os.path.join(self.run_dir, "summary.json")
         with open(path, "w") as f:
@@ -293,7 +339,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
     dqn.rb = rb = ReplayBuffer(args.buffer_size, obs_dim, device)
     # env steps taken, counted on the device (int64: torch.compile drops in-place updates of a 0-d float64 CPU tensor)
     dqn.step = step = torch.zeros((), dtype=torch.int64, device=device)
-    duration = args.exploration_fraction * args.total_timesteps
+    duration = args.exploration_fraction * args.total_timesteps or 1.0  # --eval-model: 0 steps, no division by 0
     # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
     # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs and device.type == "cuda" else dict(fused=True)
@@ -318,13 +364,15 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
     def policy(obs):
         # Speed: epsilon-greedy on the device: epsilon from the device's step counter, the coin flips and the random
-        # actions drawn there, so the action the env needs is the step's only transfer.
+        # actions drawn there, so the action the env needs is the step's only transfer. It also returns the greedy
+        # action, which evaluation uses: one compiled / captured function serves both.
         with torch.no_grad():
             epsilon = linear_schedule(args.start_e, args.end_e, duration, step)
             step.add_(obs.shape[0])
             greedy = q_values(online, obs).argmax(dim=1)
             random_actions = torch.randint(0, n_actions, greedy.shape, device=obs.device)
-            return torch.where(torch.rand(greedy.shape, device=obs.device) < epsilon, random_actions, greedy), epsilon
+            actions = torch.where(torch.rand(greedy.shape, device=obs.device) < epsilon, random_actions, greedy)
+            return actions, epsilon, greedy
 
     def update_target():
         # Speed: one in-place multi-tensor op (a copy for CleanRL's tau=1), under no_grad: with autograd on, in-place
@@ -369,13 +417,16 @@ def main(args: Args):
     # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
     # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, args.seed + i, i, args.capture_video, os.path.join(run_dir, "videos")) for i in range(args.num_envs)],
+        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"))
+         for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
 
     dqn = make_dqn(args, obs_dim, n_actions, device)
+    if args.eval_model:  # in place, so that compiled and captured functions read the loaded weights
+        load_model(args.eval_model, "dqn", args.env_id, dqn.q_network)
     log = RunLog(args, run_dir, device, ["td_loss", "q_values", "epsilon"])
     losses, status, steps_done, learning_start_time, updates = {}, "finished", 0, None, 0
 
@@ -385,7 +436,7 @@ def main(args: Args):
     try:
         for global_step in range(0, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
-            actions, epsilon = dqn.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+            actions, epsilon, _ = dqn.policy(torch.from_numpy(obs).to(device, non_blocking=True))
             actions = actions.cpu().numpy()  # the one sync: the env needs it
 
             # TRY NOT TO MODIFY: execute the game and log data.
@@ -427,7 +478,16 @@ def main(args: Args):
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
-    path = log.close(steps_done, status, script, "dqn", compile=args.compile, cudagraphs=args.cudagraphs)
+    if args.save_model:  # what is needed to act, and where it comes from
+        torch.save({"agent": "dqn", "env_id": args.env_id, "args": asdict(args), "model": dqn.q_network.state_dict()},
+                   os.path.join(run_dir, "model.pt"))
+    evals = None
+    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max, no exploration
+        # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
+        act = lambda o: dqn.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[2][:1].cpu().numpy()
+        evals = evaluate(args, act, os.path.join(run_dir, "videos"))
+        status = "evaluated" if args.eval_model else status
+    path = log.close(steps_done, status, script, "dqn", compile=args.compile, cudagraphs=args.cudagraphs, evals=evals)
     print(path)
     if status == "interrupted":
         sys.exit(130)

@@ -199,8 +199,8 @@ def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
     for name, agent in (("eager", eager), ("compiled", compiled)):
         agent.step.fill_(5)
         torch.manual_seed(7)
-        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e in (agent.policy(torch.from_numpy(obs)) for _ in range(6))]
-    _assert_close(outs["compiled"], outs["eager"], "policy (actions, epsilon)", rtol=0, atol=1e-12)
+        outs[name] = [torch.cat([a.double(), e.view(1), g.double()]) for a, e, g in (agent.policy(torch.from_numpy(obs)) for _ in range(6))]
+    _assert_close(outs["compiled"], outs["eager"], "policy (actions, epsilon, greedy actions)", rtol=0, atol=1e-12)
     assert compiled.step.item() == eager.step.item() == 5 + 6 * 3
     _no_history(compiled)
 
@@ -226,7 +226,7 @@ def test_epsilon_schedule_is_cleanrls_at_every_step():
         agent = fast.make_dqn(args, OBS_DIM, N_ACTIONS, torch.device("cpu"))
         obs = np.zeros((num_envs, OBS_DIM), np.float32)
         for global_step in range(0, 60, num_envs):
-            actions, epsilon = agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True))
+            actions, epsilon, _ = agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True))
             assert actions.shape == (num_envs,) and actions.dtype == torch.int64
             assert epsilon.item() == pytest.approx(base.linear_schedule(0.9, 0.1, 30.0, global_step), abs=1e-12), global_step
 
@@ -236,8 +236,9 @@ def test_epsilon_greedy_acts_greedily_or_at_random(eps, explores):
     torch.manual_seed(0)
     agent = _make(load_script(FAST), start_e=eps, end_e=eps)
     obs = torch.randn(500, OBS_DIM)
-    actions, _ = agent.policy(obs)
+    actions, _, greedy_actions = agent.policy(obs)
     greedy = agent.q_network(obs).argmax(1)
+    assert torch.equal(greedy_actions, greedy)  # the deterministic policy evaluation uses, whatever epsilon is
     if explores:  # uniform over the actions, whatever the network says
         assert 0.4 < (actions == greedy).float().mean() < 0.6 and set(actions.tolist()) == {0, 1}
     else:
@@ -372,7 +373,7 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_
     for name, agent in (("eager", eager), ("graphed", graphed)):
         agent.step.fill_(5)
         torch.manual_seed(7)
-        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e in
+        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e, _ in
                       (agent.policy(torch.from_numpy(obs).to(device, non_blocking=True)) for _ in range(6))]
     # the warm-up calls draw from the same generator as eager; the replays advance it by the same amount (philox)
     _assert_close(outs["graphed"][:2], outs["eager"][:2], "policy during warm-up", rtol=0, atol=1e-12)
@@ -393,7 +394,7 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     obs = np.random.default_rng(0).normal(size=(1, OBS_DIM)).astype(np.float32)
 
     def step():
-        actions, epsilon = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+        actions, epsilon, _ = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
         agent.rb.add(obs, obs, np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
         loss, q = agent.update()
         agent.update_target()
