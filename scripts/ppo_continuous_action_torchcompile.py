@@ -44,7 +44,13 @@ class Args:
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (needs `moviepy`)"""
+    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: Optional[str] = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, videos) is written"""
     measure_burnin: int = 1
@@ -116,9 +122,13 @@ def check_args(args: Args):
         fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
     if args.total_timesteps < batch_size:
         fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
-    if args.measure_burnin < 0:
-        fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
-    if args.measure_burnin >= args.total_timesteps // batch_size:  # a short run is a valid smoke test (CleanRL's tests run them)
+    for flag, value in [("--measure-burnin", args.measure_burnin), ("--eval-episodes", args.eval_episodes)]:
+        if value < 0:
+            fail(flag, f"must be at least 0, got {value}")
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    # a short run is a valid smoke test (CleanRL's tests run them)
+    if args.measure_burnin >= args.total_timesteps // batch_size and not args.eval_model:
         print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
               " steps/s is not measured", file=sys.stderr)
     if args.target_kl is not None and args.target_kl <= 0:
@@ -133,6 +143,8 @@ def check_args(args: Args):
             import moviepy  # noqa: F401
         except ImportError:
             fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
+        if sys.platform == "linux" and not os.environ.get("DISPLAY"):
+            os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
 
 
 def make_env(env_id, idx, capture_video, video_dir, gamma):
@@ -153,6 +165,54 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir, obs_rms):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training.
+    Its observations go through training's pipeline, normalized with `obs_rms` frozen; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
+    env = gym.wrappers.FlattenObservation(env)
+    env = gym.wrappers.ClipAction(env)
+    env = gym.wrappers.NormalizeObservation(env)
+    env.update_running_mean = False  # the statistics the policy was trained with, not new ones
+    env.obs_rms.mean, env.obs_rms.var = obs_rms["mean"].numpy(), obs_rms["var"].numpy()
+    env.obs_rms.count = float(obs_rms["count"])
+    clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
+    env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
+    returns = []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
+        done, episode_return = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done, episode_return = terminated or truncated, episode_return + float(reward)
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        found = (saved["agent"], saved["env_id"])
+    except Exception as e:
+        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
+    if found[0] != agent:
+        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
+    if found[1] != env_id:
+        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
+    try:
+        module.load_state_dict(saved["model"])
+    except Exception as e:
+        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
+    rms = saved.get("obs_rms")  # the policy acts on normalized observations: useless without their statistics (CleanRL #425)
+    shape = (module.actor_mean[0].in_features,)
+    if not isinstance(rms, dict) or [getattr(rms.get(k), "shape", None) for k in ("mean", "var")] != [shape, shape] or "count" not in rms:
+        fail("--eval-model", f"{path} has no observation statistics (obs_rms) for {shape[0]} observations")
+    return saved
 
 
 class RunLog:
@@ -206,7 +266,7 @@ class RunLog:
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
 
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
         self.bar.close()
         self.file.close()
         device = self.device
@@ -218,6 +278,8 @@ class RunLog:
             "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
             "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
             "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+            "eval_return_mean": float(np.mean(evals)) if evals else None,
+            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
         }
         path = os.path.join(self.run_dir, "summary.json")
         with open(path, "w") as f:
@@ -258,9 +320,10 @@ class Agent(nn.Module):
     # Speed: the Normal distribution's closed forms instead of a torch.distributions object (its construction and
     # argument checks cost more than the math). Same formulas as Normal.sample, .log_prob and .entropy.
     def get_action(self, x):
-        """The rollout's policy: only the actor runs per step; log-probs and values come later, batched."""
+        """The rollout's policy: only the actor runs per step; log-probs and values come later, batched.
+        Returns the sampled action and the mean one (the deterministic policy)."""
         action_mean = self.actor_mean(x)
-        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean)
+        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean), action_mean
 
     def evaluate(self, x, action):
         """(log-prob of action, entropy, value) for a batch of observations."""
@@ -316,6 +379,7 @@ def make_functions(args, agent, optimizer, cudagraphs=False):
     agent_inference = inference_copy(agent)
 
     def policy(obs):
+        # The sampled action and the mean one, which evaluation uses: one compiled / captured function serves both.
         return agent_inference.get_action(obs)
 
     def gae(next_obs, obs, actions, rewards, terminations, dones, valids):
@@ -411,7 +475,8 @@ def main(args: Args):
     # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
     # the true final observation; the next step only resets that env, and its row is masked out (valids).
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video, os.path.join(run_dir, "videos"), args.gamma) for i in range(args.num_envs)],
+        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"), args.gamma)
+         for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
     obs_dim = int(np.prod(envs.single_observation_space.shape))
@@ -420,6 +485,9 @@ def main(args: Args):
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = make_optimizer(args, agent, cudagraphs)
     policy, gae, update = make_functions(args, agent, optimizer, cudagraphs)
+    obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
+    if args.eval_model:  # in place: the inference copy shares the agent's storage, so captured functions read the loaded weights
+        obs_rms = load_model(args.eval_model, "ppo_continuous_action", args.env_id, agent)["obs_rms"]
 
     # ALGO Logic: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
@@ -458,7 +526,7 @@ def main(args: Args):
                     stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
 
                     # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
-                    action = policy(torch.from_numpy(next_obs).to(device, non_blocking=True)).cpu().numpy()
+                    action = policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
                     stage["actions"][step] = action
 
                     # TRY NOT TO MODIFY: execute the game and log data.
@@ -510,8 +578,21 @@ def main(args: Args):
             log.row(global_step, learning_rate=lrnow, explained_variance=float(explained_var), **losses)
     except KeyboardInterrupt:
         status = "interrupted"
+    if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
+        rms = envs.envs[0].get_wrapper_attr("obs_rms")
+        obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     envs.close()
-    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs)
+    if args.save_model:  # what is needed to act, and where it comes from (the baseline Agent's names and shapes)
+        torch.save({"agent": "ppo_continuous_action", "env_id": args.env_id, "args": asdict(args), "model": agent.state_dict(),
+                    "obs_rms": obs_rms}, os.path.join(run_dir, "model.pt"))
+    evals = None
+    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
+        # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
+        act = lambda o: policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
+        with torch.no_grad():  # as in the rollout, so that the compiled / captured policy is reused
+            evals = evaluate(args, act, os.path.join(run_dir, "videos"), obs_rms)
+        status = "evaluated" if args.eval_model else status
+    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs, evals=evals)
     print(path)
     if status == "interrupted":
         sys.exit(130)

@@ -122,7 +122,7 @@ def test_off_policy_graphs_draw_fresh_noise(algo, flags):
             restore()
             return agent.update_actor(batch)
 
-        fns = [lambda: [agent.policy(obs)], critic] + ([actor] if algo == "sac" else [])
+        fns = [lambda: [agent.policy(obs)[0]], critic] + ([actor] if algo == "sac" else [])  # policy: the sampled actions
         out.append([draws(f) for f in fns])
     for graphed, eager in zip(out[1], out[0]):
         same_distribution(graphed, eager)
@@ -139,7 +139,7 @@ def test_ppo_continuous_policy_draws_fresh_noise(flags):
         args = module.Args(compile=f.get("compile", False))
         opt = module.make_optimizer(args, agent, cudagraphs=f.get("cudagraphs", False))
         policy = module.make_functions(args, agent, opt, cudagraphs=f.get("cudagraphs", False))[0]
-        out.append(draws(lambda: [policy(obs)]))
+        out.append(draws(lambda: [policy(obs)[0]]))  # the sampled action (the mean, returned last, draws nothing)
     same_distribution(out[1], out[0])
 
 

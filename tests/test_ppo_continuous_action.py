@@ -268,16 +268,18 @@ def test_compiled_policy_matches_eager(compiled_pair):
     with torch._inductor.config.patch(fallback_random=True):  # the compiled randn draws eager's numbers
         for _ in range(2):
             torch.manual_seed(7)
-            action_e = policy_e(obs)
+            action_e, mean_e = policy_e(obs)
             torch.manual_seed(7)
-            action_c = policy_c(obs)
+            action_c, mean_c = policy_c(obs)
             torch.testing.assert_close(action_c, action_e, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(mean_c, mean_e, rtol=1e-5, atol=1e-6)
     assert action_e.shape == (2, ACT_DIM) and not action_c.requires_grad
     # and the policy is the Gaussian the update scores: mean + std * noise, with the agent's own parameters
     torch.manual_seed(7)
     noise = torch.randn(2, ACT_DIM)
     with torch.no_grad():
         expected = agent.actor_mean(obs) + agent.actor_logstd.exp() * noise
+        torch.testing.assert_close(mean_e, agent.actor_mean(obs))  # the deterministic policy, for evaluation
     torch.testing.assert_close(action_e, expected)
 
 
@@ -354,6 +356,6 @@ def test_cudagraph_update_and_policy_match_eager(fast, compile_):
         graphed[0].actor_logstd.fill_(-40.0)
     obs = torch.randn(2, OBS_DIM, device="cuda")
     for _ in range(6):
-        torch.testing.assert_close(policy_g(obs), policy_e(obs), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(policy_g(obs), policy_e(obs), rtol=1e-4, atol=1e-5)  # the action and the mean
     for _ in range(5):  # past the warm-up: captured, then replayed
         check_gae_parity(gae_e, gae_g, graphed[0])
