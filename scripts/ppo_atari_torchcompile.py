@@ -42,6 +42,12 @@ class Args:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """not available: envpool's Atari environments cannot render videos (the flag only gives an error)"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: Optional[str] = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json) is written"""
     measure_burnin: int = 5
@@ -119,12 +125,16 @@ def check_args(args: Args):
     if args.batch_size % args.num_minibatches != 0:
         fail("--num-minibatches", f"must divide the batch --num-envs x --num-steps = {args.batch_size}, got {args.num_minibatches}")
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
-    if args.total_timesteps < args.batch_size:
+    for flag, value in [("--measure-burnin", args.measure_burnin), ("--eval-episodes", args.eval_episodes)]:
+        if value < 0:
+            fail(flag, f"must be at least 0, got {value}")
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    elif args.total_timesteps < args.batch_size:
         fail("--total-timesteps", f"must be at least one rollout (--num-envs x --num-steps = {args.batch_size}), got {args.total_timesteps}")
     args.num_iterations = args.total_timesteps // args.batch_size
-    if args.measure_burnin < 0:
-        fail("--measure-burnin", f"must be at least 0, got {args.measure_burnin}")
-    if args.measure_burnin >= args.num_iterations:  # a short run is a valid smoke test (CleanRL's tests run them)
+    # a short run is a valid smoke test (CleanRL's tests run them)
+    if args.measure_burnin >= args.num_iterations and not args.eval_model:
         print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
               " steps/s is not measured", file=sys.stderr)
     if args.capture_video:
@@ -134,6 +144,41 @@ def check_args(args: Args):
             import wandb  # noqa: F401
         except ImportError:
             fail("--track", "needs wandb, which is not installed (pip install wandb)")
+
+
+def evaluate(args, act):
+    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart.
+    The scores are full-game scores, as in training (EpisodeTracker)."""
+    env = envpool.make(args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True,
+                       seed=args.seed + 100_000)  # training's envs are seeded seed .. seed + num_envs - 1
+    tracker, returns = EpisodeTracker(1), []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
+    while len(returns) < args.eval_episodes:
+        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
+        obs, _, terminations, truncations, info = env.step(act(obs))
+        done = np.logical_or(terminations, truncations)
+        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
+    env.close()
+    return returns
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        found = (saved["agent"], saved["env_id"])
+    except Exception as e:
+        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
+    if found[0] != agent:
+        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
+    if found[1] != env_id:
+        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
+    try:
+        module.load_state_dict(saved["model"])
+    except Exception as e:
+        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
+    return saved
 
 
 class RunLog:
@@ -187,7 +232,7 @@ class RunLog:
         if self.wandb is not None:
             self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
 
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False):
+    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
         self.bar.close()
         self.file.close()
         device = self.device
@@ -199,6 +244,8 @@ class RunLog:
             "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
             "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
             "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
+            "eval_return_mean": float(np.mean(evals)) if evals else None,
+            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
         }
         path = os.path.join(self.run_dir, "summary.json")
         with open(path, "w") as f:
@@ -307,8 +354,13 @@ def make_functions(args, agent, optimizer, compile: bool, cudagraphs: bool):
     agent_inference.requires_grad_(False)  # its own Parameter objects, sharing the trained ones' storage
 
     def policy(obs):
-        action, logprob, _, value = agent_inference.get_action_and_value(obs)
-        return action, logprob, value.flatten()
+        # Agent.get_action_and_value without the entropy, plus the arg-max action, which evaluation uses: one
+        # compiled / captured function serves both.
+        hidden = agent_inference.network(obs.float() / 255.0)
+        logits = agent_inference.actor(hidden)
+        probs = Categorical(logits=logits, validate_args=False)
+        action = probs.sample()
+        return action, probs.log_prob(action), agent_inference.critic(hidden).flatten(), logits.argmax(-1)
 
     def gae(next_obs, rewards, values, terms, dones, valid):
         next_value = agent_inference.get_value(next_obs).flatten()
@@ -417,6 +469,8 @@ def main(args: Args):
         agent = agent.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(args, agent, device, args.compile, cudagraphs)
     policy, gae, update = make_functions(args, agent, optimizer, args.compile, cudagraphs)
+    if args.eval_model:  # in place, so that the inference copy and the compiled / captured functions read the loaded weights
+        load_model(args.eval_model, "ppo_atari", args.env_id, agent)
 
     # ALGO Logic: Storage setup. trick: preallocated on the device; observations stay uint8 (4x less to move).
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
@@ -453,7 +507,7 @@ def main(args: Args):
                 valid_h[step] = step_valid
 
                 # ALGO LOGIC: action logic
-                action, logprob, value = policy(next_obs)
+                action, logprob, value, _ = policy(next_obs)
                 values[step] = value
                 actions[step] = action
                 logprobs[step] = logprob
@@ -504,7 +558,16 @@ def main(args: Args):
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
-    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs)
+    if args.save_model:  # what is needed to act, and where it comes from
+        torch.save({"agent": "ppo_atari", "env_id": args.env_id, "args": asdict(args), "model": agent.state_dict()},
+                   os.path.join(run_dir, "model.pt"))
+    evals = None
+    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max action
+        # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
+        act = lambda o: policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[3][:1].cpu().numpy()
+        evals = evaluate(args, act)
+        status = "evaluated" if args.eval_model else status
+    path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs, evals=evals)
     print(path)
     if status == "interrupted":
         sys.exit(130)

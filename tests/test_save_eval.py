@@ -1,0 +1,179 @@
+"""Keep, evaluate and watch an agent: --save-model, --eval-episodes, --eval-model and --capture-video, in every script.
+A model saved by either file of a pair loads in both, and evaluating it gives the returns the training run reported."""
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+import torch
+import tyro
+
+from conftest import load_script, run_script
+
+PAIRS = {  # the baseline of each pair, and a short training run that goes past the start of learning on a CPU
+    "sac_continuous_action": ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"],
+    "td3_continuous_action": ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"],
+    "ppo_continuous_action": ["--env-id", "Pendulum-v1", "--num-envs", "1", "--num-steps", "64", "--num-minibatches", "2",
+                              "--update-epochs", "1", "--total-timesteps", "128"],
+    "dqn": ["--learning-starts", "200", "--batch-size", "32", "--total-timesteps", "400"],
+    "ppo_atari": ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1", "--total-timesteps", "64"],
+}
+ENV = {"sac_continuous_action": "Pendulum-v1", "td3_continuous_action": "Pendulum-v1", "ppo_continuous_action": "Pendulum-v1",
+       "dqn": "CartPole-v1", "ppo_atari": "Breakout-v5"}
+SCRIPTS = [pytest.param(pair + variant, pair, id=pair + variant) for pair in PAIRS for variant in ("", "_torchcompile")]
+GYMNASIUM = [p for p in SCRIPTS if p.values[1] != "ppo_atari"]
+
+
+def run_dir(summary):
+    return pathlib.Path(summary["_run_dir"])
+
+
+def evaluate_file(script, env_id, model, tmp_path, *flags):
+    _, summary = run_script(script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path)
+    assert summary["status"] == "evaluated" and summary["global_step"] == 0 and summary["eval_episodes"] == 2
+    assert not (run_dir(summary) / "model.pt").exists()  # nothing was trained, nothing is saved
+    return summary["eval_return_mean"]
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_saved_agent_evaluates_as_in_memory_in_both_files(pair, tmp_path):
+    trained = {}
+    for script in (pair, pair + "_torchcompile"):
+        _, summary = run_script(script, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+        assert summary["status"] == "finished" and summary["eval_episodes"] == 2
+        assert summary["eval_return_std"] >= 0 and math.isfinite(summary["eval_return_mean"])
+        saved = torch.load(run_dir(summary) / "model.pt", map_location="cpu", weights_only=True)
+        assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["args"]["seed"] == 1
+        assert saved["args"]["total_timesteps"] == int(PAIRS[pair][-1])
+        if pair == "ppo_continuous_action":  # the observation normalization the policy was trained with (CleanRL #425)
+            assert set(saved["obs_rms"]) == {"mean", "var", "count"} and saved["obs_rms"]["count"] > 100
+            assert saved["obs_rms"]["mean"].abs().sum() > 0
+        trained[script] = (summary["eval_return_mean"], run_dir(summary) / "model.pt", saved)
+    # the two files save the same names and shapes
+    (_, _, base), (_, _, fast) = trained.values()
+    assert {k: v.shape for k, v in base["model"].items()} == {k: v.shape for k, v in fast["model"].items()}
+    # save -> load -> evaluate == the in-memory agent's evaluation, in the same file and across the pair
+    for trainer, (returned, model, _) in trained.items():
+        for loader in (pair, pair + "_torchcompile"):
+            got = evaluate_file(loader, ENV[pair], model, tmp_path)
+            assert got == pytest.approx(returned, rel=1e-5, abs=1e-4), (trainer, loader)
+
+
+def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
+    """The fast variant evaluates with its compiled policy (one compile, shared with training): same returns."""
+    pair = "sac_continuous_action"
+    _, summary = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+    got = evaluate_file(pair + "_torchcompile", ENV[pair], run_dir(summary) / "model.pt", tmp_path, "--compile")
+    assert got == pytest.approx(summary["eval_return_mean"], rel=1e-5, abs=1e-4)
+
+
+@pytest.mark.parametrize("script,pair", SCRIPTS)
+def test_interrupted_run_still_saves(script, pair, tmp_path, monkeypatch):
+    module = load_script(script)
+    monkeypatch.chdir(tmp_path)
+    row = module.RunLog.row
+
+    def row_then_ctrl_c(self, *a, **kw):  # Ctrl-C right after the first metrics row
+        row(self, *a, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
+    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"])
+    with pytest.raises(SystemExit) as exit:
+        module.main(args)
+    assert exit.value.code == 130
+    (folder,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 0 < summary["global_step"] < int(PAIRS[pair][-1])
+    assert summary["eval_episodes"] is None  # Ctrl-C means stop: no evaluation after it
+    saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
+    assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["model"]
+
+
+@pytest.mark.parametrize("script,pair", SCRIPTS)
+def test_bad_model_files_fail_with_one_line(script, pair, tmp_path, monkeypatch, capsys):
+    module = load_script(script)
+    monkeypatch.chdir(tmp_path)
+    other = "dqn" if pair != "dqn" else "sac_continuous_action"
+    files = {  # file name: (content, words the error must hold)
+        "missing.pt": (None, "No such file"),
+        "text.pt": (b"not a model\n", "is not a saved model"),
+        "other_algo.pt": ({"agent": other, "env_id": ENV[pair], "args": {}, "model": {}}, f"holds a {other} agent"),
+        "other_env.pt": ({"agent": pair, "env_id": "Acrobot-v1", "args": {}, "model": {}}, "pass --env-id Acrobot-v1"),
+        "shapes.pt": ({"agent": pair, "env_id": ENV[pair], "args": {}, "model": {"fc1.weight": torch.zeros(3)}}, ""),
+    }
+    for name, (content, words) in files.items():
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content is not None:
+            torch.save(content, path)
+        args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), "--env-id", ENV[pair], "--eval-model", str(path)])
+        with pytest.raises(SystemExit) as exit:
+            module.main(args)
+        message = str(exit.value.code)
+        assert message.startswith("error: --eval-model: ") and words in message and "\n" not in message, (name, message)
+        assert not list(tmp_path.glob("runs/*/summary.json")), name  # failed before any run was written
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit:
+        module.check_args(module.Args(env_id=ENV[pair], eval_episodes=-1))
+    assert str(exit.value.code).startswith("error: --eval-episodes: ")
+
+
+def can_render(env_id, **env):
+    """Whether this machine renders env_id offscreen (MuJoCo needs EGL or OSMesa, classic control needs pygame)."""
+    code = f"import gymnasium as gym; e = gym.make({env_id!r}, render_mode='rgb_array'); e.reset(seed=0); assert e.render().size"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env})
+    return proc.returncode == 0, proc.stderr.strip().splitlines()[-1:] or [""]
+
+
+@pytest.mark.parametrize("script,pair", GYMNASIUM)
+def test_video_of_the_evaluation(script, pair, tmp_path):
+    ok, why = can_render(ENV[pair])
+    if not ok:
+        pytest.skip(f"{ENV[pair]} cannot render here: {why[0]}")
+    _, summary = run_script(script, *PAIRS[pair], "--eval-episodes", 1, "--capture-video", tmp_path=tmp_path)
+    videos = sorted(p.name for p in (run_dir(summary) / "videos").iterdir())
+    assert videos == ["rl-video-episode-0.mp4"]  # the evaluation episode, and no training video
+    assert (run_dir(summary) / "videos" / videos[0]).stat().st_size > 1000
+
+
+def test_video_of_training_without_evaluation(tmp_path):
+    ok, why = can_render("Pendulum-v1")
+    if not ok:
+        pytest.skip(f"Pendulum-v1 cannot render here: {why[0]}")
+    _, summary = run_script("sac_continuous_action_torchcompile", *PAIRS["sac_continuous_action"], "--capture-video", tmp_path=tmp_path)
+    assert summary["eval_episodes"] is None
+    assert "rl-video-episode-0.mp4" in [p.name for p in (run_dir(summary) / "videos").iterdir()]  # the first env's episode
+
+
+def test_video_of_a_mujoco_evaluation_headless(tmp_path):
+    ok, why = can_render("HalfCheetah-v4", MUJOCO_GL="egl")
+    if not ok:
+        pytest.skip(f"MuJoCo cannot render offscreen here (EGL): {why[0]}")
+    model = tmp_path / "model.pt"
+    module = load_script("td3_continuous_action")
+    probe = gym.make("HalfCheetah-v4")
+    actor = module.Actor(17, 6, probe.action_space.low, probe.action_space.high)
+    torch.save({"agent": "td3_continuous_action", "env_id": "HalfCheetah-v4", "args": {}, "model": actor.state_dict()}, model)
+    _, summary = run_script("td3_continuous_action", "--env-id", "HalfCheetah-v4", "--eval-model", model, "--eval-episodes", 1,
+                            "--capture-video", tmp_path=tmp_path)
+    assert [p.name for p in (run_dir(summary) / "videos").iterdir()] == ["rl-video-episode-0.mp4"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_graphed_policy_evaluates_what_the_baseline_does_on_gpu(pair, tmp_path):
+    """Trained and evaluated with --compile --cudagraphs; the baseline evaluates the saved file alike; and a fresh
+    --cudagraphs run loads the baseline's file in place, so its captured policy acts with the loaded weights."""
+    fast = pair + "_torchcompile"
+    _, summary = run_script(fast, *PAIRS[pair], "--compile", "--cudagraphs", "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+    model = run_dir(summary) / "model.pt"
+    assert evaluate_file(pair, ENV[pair], model, tmp_path) == pytest.approx(summary["eval_return_mean"], rel=1e-3, abs=1e-2)
+    _, base = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+    got = evaluate_file(fast, ENV[pair], run_dir(base) / "model.pt", tmp_path, "--cudagraphs")
+    assert got == pytest.approx(base["eval_return_mean"], rel=1e-3, abs=1e-2)
