@@ -415,10 +415,13 @@ def main(args: Args):
                    os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max, no exploration
-        with torch.no_grad():
-            evals = evaluate(args, lambda o: torch.argmax(q_network(torch.Tensor(o).to(device)), dim=1).cpu().numpy(),
-                             os.path.join(run_dir, "videos"))
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            with torch.no_grad():
+                evals = evaluate(args, lambda o: torch.argmax(q_network(torch.Tensor(o).to(device)), dim=1).cpu().numpy(),
+                                 os.path.join(run_dir, "videos"))
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(steps_done, status, script, "dqn", evals=evals)
     print(path)
     if status == "interrupted":

@@ -483,10 +483,13 @@ def main(args: Args):
                    os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max, no exploration
-        # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
-        act = lambda o: dqn.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[2][:1].cpu().numpy()
-        evals = evaluate(args, act, os.path.join(run_dir, "videos"))
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
+            act = lambda o: dqn.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[2][:1].cpu().numpy()
+            evals = evaluate(args, act, os.path.join(run_dir, "videos"))
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(steps_done, status, script, "dqn", compile=args.compile, cudagraphs=args.cudagraphs, evals=evals)
     print(path)
     if status == "interrupted":

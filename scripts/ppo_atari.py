@@ -491,10 +491,13 @@ def main(args: Args):
                    os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max action
-        act = lambda o: agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()  # noqa: E731
-        with torch.no_grad():
-            evals = evaluate(args, act)
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            act = lambda o: agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()  # noqa: E731
+            with torch.no_grad():
+                evals = evaluate(args, act)
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(global_step, status, script, "ppo", evals=evals)
     print(path)
     if status == "interrupted":

@@ -516,9 +516,12 @@ def main(args: Args):
                     "obs_rms": obs_rms}, os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
-        evals = evaluate(args, lambda o: agent.actor_mean(torch.Tensor(o).to(device)).detach().cpu().numpy(),
-                         os.path.join(run_dir, "videos"), obs_rms)
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, lambda o: agent.actor_mean(torch.Tensor(o).to(device)).detach().cpu().numpy(),
+                             os.path.join(run_dir, "videos"), obs_rms)
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(global_step, status, script, "ppo", evals=evals)
     print(path)
     if status == "interrupted":

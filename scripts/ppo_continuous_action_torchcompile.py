@@ -587,11 +587,14 @@ def main(args: Args):
                     "obs_rms": obs_rms}, os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
-        # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
-        act = lambda o: policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
-        with torch.no_grad():  # as in the rollout, so that the compiled / captured policy is reused
-            evals = evaluate(args, act, os.path.join(run_dir, "videos"), obs_rms)
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            # The compiled / captured policy takes num_envs rows: the one observation is repeated, its first row kept.
+            act = lambda o: policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
+            with torch.no_grad():  # as in the rollout, so that the compiled / captured policy is reused
+                evals = evaluate(args, act, os.path.join(run_dir, "videos"), obs_rms)
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(global_step, status, script, "ppo", compile=args.compile, cudagraphs=cudagraphs, evals=evals)
     print(path)
     if status == "interrupted":

@@ -492,9 +492,12 @@ def main(args: Args):
                    os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
-        evals = evaluate(args, lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy(),
-                         os.path.join(run_dir, "videos"))
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy(),
+                             os.path.join(run_dir, "videos"))
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(steps_done, status, script, "sac", evals=evals)
     print(path)
     if status == "interrupted":

@@ -453,8 +453,11 @@ def main(args: Args):
                    os.path.join(run_dir, "model.pt"))
     evals = None
     if args.eval_episodes and status != "interrupted":  # the deterministic policy: the actor without exploration noise
-        evals = evaluate(args, lambda o: actor(torch.Tensor(o).to(device)).detach().cpu().numpy(), os.path.join(run_dir, "videos"))
-        status = "evaluated" if args.eval_model else status
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, lambda o: actor(torch.Tensor(o).to(device)).detach().cpu().numpy(), os.path.join(run_dir, "videos"))
+            status = "evaluated" if args.eval_model else status
+        except KeyboardInterrupt:
+            status = "interrupted"
     path = log.close(steps_done, status, script, "td3", evals=evals)
     print(path)
     if status == "interrupted":

@@ -71,8 +71,9 @@ def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
     assert got == pytest.approx(summary["eval_return_mean"], rel=1e-5, abs=1e-4)
 
 
+@pytest.mark.parametrize("when", ["training", "evaluation"])
 @pytest.mark.parametrize("script,pair", SCRIPTS)
-def test_interrupted_run_still_saves(script, pair, tmp_path, monkeypatch):
+def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
     module = load_script(script)
     monkeypatch.chdir(tmp_path)
     row = module.RunLog.row
@@ -81,15 +82,23 @@ def test_interrupted_run_still_saves(script, pair, tmp_path, monkeypatch):
         row(self, *a, **kw)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+
+    if when == "training":
+        monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
+    else:
+        monkeypatch.setattr(module, "evaluate", ctrl_c)
     args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"])
     with pytest.raises(SystemExit) as exit:
         module.main(args)
     assert exit.value.code == 130
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and 0 < summary["global_step"] < int(PAIRS[pair][-1])
-    assert summary["eval_episodes"] is None  # Ctrl-C means stop: no evaluation after it
+    steps = int(PAIRS[pair][-1])
+    assert summary["status"] == "interrupted" and 0 < summary["global_step"] <= steps
+    assert (summary["global_step"] == steps) == (when == "evaluation")
+    assert summary["eval_episodes"] is None  # Ctrl-C means stop: no evaluation after it, none kept from it
     saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
     assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["model"]
 
