@@ -12,7 +12,7 @@ import pytest
 import torch
 import tyro
 
-from conftest import load_script, run_script
+from conftest import load_script, run_in_process, run_script
 
 PAIRS = {  # the baseline of each pair, and a short training run that goes past the start of learning on a CPU
     "sac_continuous_action": ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"],
@@ -69,6 +69,45 @@ def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
     _, summary = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
     got = evaluate_file(pair + "_torchcompile", ENV[pair], run_dir(summary) / "model.pt", tmp_path, "--compile")
     assert got == pytest.approx(summary["eval_return_mean"], rel=1e-5, abs=1e-4)
+
+
+# how each file acts deterministically, from main's variables at the end of a run: (baseline, fast)
+ACT = {
+    "sac_continuous_action": (lambda v, o: v["actor"].get_action(o)[2], lambda v, o: v["sac"].policy(o)[1]),
+    "td3_continuous_action": (lambda v, o: v["actor"](o), lambda v, o: v["td3"].policy(o)[1]),
+    "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["policy"](o)[1]),
+    "dqn": (lambda v, o: v["q_network"](o).argmax(1), lambda v, o: v["dqn"].policy(o)[2]),
+    "ppo_atari": (lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1), lambda v, o: v["policy"](o)[3]),
+}
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_the_fast_policy_acts_with_the_loaded_weights(pair, tmp_path, monkeypatch):
+    """--eval-model loads in place into what the fast policy reads (the same function the loop compiles and captures):
+    from weights unlike any a run starts from, it acts as the baseline's network with those weights."""
+    for folder in ("base", "fast"):
+        (tmp_path / folder).mkdir()
+    base = run_in_process(pair, *PAIRS[pair], "--save-model", tmp_path=tmp_path / "base", monkeypatch=monkeypatch)
+    model = next((tmp_path / "base" / "runs").glob("*/model.pt"))
+    saved = torch.load(model, map_location="cpu", weights_only=True)
+    generator = torch.Generator().manual_seed(123)
+    saved["model"] = {k: v + torch.randn(v.shape, generator=generator) * 0.5 if v.is_floating_point() and "action_" not in k else v
+                      for k, v in saved["model"].items()}  # (the action scale and bias are the env's, kept)
+    torch.save(saved, tmp_path / "moved.pt")
+    fast = run_in_process(pair + "_torchcompile", "--env-id", ENV[pair], "--eval-model", tmp_path / "moved.pt", "--eval-episodes", 1,
+                          tmp_path=tmp_path / "fast", monkeypatch=monkeypatch)
+    assert fast.state["status"] == "evaluated"
+    module = base.state["actor" if "actor" in base.state else "q_network" if pair == "dqn" else "agent"]
+    module.load_state_dict(saved["model"])
+    rows = fast.state["args"].num_envs
+    if pair == "ppo_atari":
+        obs = torch.randint(0, 256, (rows, 4, 84, 84), generator=generator, dtype=torch.uint8)
+    else:
+        obs = torch.randn(rows, gym.make(ENV[pair]).observation_space.shape[0], generator=generator)
+    act_base, act_fast = ACT[pair]
+    with torch.no_grad():
+        expected, got = act_base(base.state, obs.float()), act_fast(fast.state, obs)
+    torch.testing.assert_close(got.float(), expected.float(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("when", ["training", "evaluation"])
