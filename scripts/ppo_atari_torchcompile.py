@@ -1,6 +1,6 @@
 # PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning, rewritten
 # for speed. --compile (torch.compile) and --cudagraphs (CUDA graphs through tensordict's CudaGraphModule) are
-# independent; with neither it is the lean eager version. Each speed trick is named where it is used ("trick:").
+# independent; with neither it is the lean eager version. Each speed trick is named where it is used ("Speed:").
 import copy
 import csv
 import json
@@ -301,12 +301,12 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(512, 1), std=1)
 
     def get_value(self, x):
-        return self.critic(self.network(x.float() / 255.0))  # trick: x arrives as uint8, converted on the device
+        return self.critic(self.network(x.float() / 255.0))  # Speed: x arrives as uint8, converted on the device
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.network(x.float() / 255.0)  # trick: x arrives as uint8, converted on the device
+        hidden = self.network(x.float() / 255.0)  # Speed: x arrives as uint8, converted on the device
         logits = self.actor(hidden)
-        probs = Categorical(logits=logits, validate_args=False)  # trick: argument checks would sync with the GPU
+        probs = Categorical(logits=logits, validate_args=False)  # Speed: argument checks would sync with the GPU
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
@@ -320,7 +320,7 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     ignored, so it is no transition; its advantage is 0 and no trace crosses it. obs[t+1] is the true next observation,
     so a truncation bootstraps from values[t+1] and a termination does not bootstrap.
 
-    trick: no loop over time (which torch.compile would unroll). The recursion A[t] = delta[t] + g*l*(1-done[t])*A[t+1]
+    Speed: no loop over time (which torch.compile would unroll). The recursion A[t] = delta[t] + g*l*(1-done[t])*A[t+1]
     is solved in closed form, A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], as one masked
     (num_steps x num_steps) contraction per env."""
     num_steps = rewards.shape[0]
@@ -337,8 +337,8 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
 
 
 def make_optimizer(args, agent, device, compile: bool, cudagraphs: bool):
-    # trick: the learning rate is a 0-d tensor updated in place, so the compiled/captured step never changes.
-    # trick: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
+    # Speed: the learning rate is a 0-d tensor updated in place, so the compiled/captured step never changes.
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
     # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
     adam = {} if compile else dict(capturable=True, foreach=True) if cudagraphs else dict(fused=True)
     return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
@@ -347,7 +347,7 @@ def make_optimizer(args, agent, device, compile: bool, cudagraphs: bool):
 def make_functions(args, agent, optimizer, compile: bool, cudagraphs: bool):
     """The three hot functions: policy (one rollout step), gae (after the rollout), update (one minibatch).
     Returns (policy, gae, update), compiled and/or graph-captured as asked."""
-    # trick: the rollout runs a copy of the agent whose parameters share storage with the trained ones, detached,
+    # Speed: the rollout runs a copy of the agent whose parameters share storage with the trained ones, detached,
     # so no autograd graph is built and CUDA graphs can capture it.
     agent_inference = copy.deepcopy(agent)
     from_module(agent).data.to_module(agent_inference)
@@ -406,14 +406,14 @@ def make_functions(args, agent, optimizer, compile: bool, cudagraphs: bool):
         loss.backward()
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
-        # trick: the statistics stay on the device, stacked, and are read once per logged iteration
+        # Speed: the statistics stay on the device, stacked, and are read once per logged iteration
         return torch.stack([v_loss.detach(), pg_loss.detach(), entropy_loss.detach(), old_approx_kl, approx_kl, clipfrac])
 
-    if compile:  # trick: torch.compile fuses the small ops of each function
+    if compile:  # Speed: torch.compile fuses the small ops of each function
         policy = torch.compile(policy)
         gae = torch.compile(gae, fullgraph=True)
         update = torch.compile(update)
-    if cudagraphs:  # trick: CUDA graphs replay each function's kernels with one launch
+    if cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         from tensordict.nn import CudaGraphModule
 
         warmup = 3 if compile else 2
@@ -464,7 +464,7 @@ def main(args: Args):
 
     agent = Agent(envs.single_action_space.n).to(device)
     if device.type == "cpu":
-        # trick: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
+        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
         # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
         agent = agent.to(memory_format=torch.channels_last)
     optimizer = make_optimizer(args, agent, device, args.compile, cudagraphs)
@@ -472,12 +472,12 @@ def main(args: Args):
     if args.eval_model:  # in place, so that the inference copy and the compiled / captured functions read the loaded weights
         load_model(args.eval_model, "ppo_atari", args.env_id, agent)
 
-    # ALGO Logic: Storage setup. trick: preallocated on the device; observations stay uint8 (4x less to move).
+    # ALGO Logic: Storage setup. Speed: preallocated on the device; observations stay uint8 (4x less to move).
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
     actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
     logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
     values = torch.zeros((args.num_steps, args.num_envs), device=device)
-    # trick: what the envs return (rewards, terms, dones) and the valid mask gather on the host and go to the device
+    # Speed: what the envs return (rewards, terms, dones) and the valid mask gather on the host and go to the device
     # in one copy per iteration
     host = np.zeros((4, args.num_steps, args.num_envs), dtype=np.float32)
     rewards_h, terms_h, dones_h, valid_h = host
@@ -521,7 +521,7 @@ def main(args: Args):
                     log.episode(score, length)
 
             rewards, terms, dones, valid = torch.from_numpy(host).to(device, non_blocking=True).unbind(0)
-            # bootstrap value if not done; trick: GAE on the device, no Python loop over steps
+            # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
             advantages, returns = gae(next_obs, rewards, values, terms, dones, valid)
 
             # flatten the batch
@@ -536,7 +536,7 @@ def main(args: Args):
             # Optimizing the policy and value network
             clipfrac_sum = torch.zeros((), device=device)
             for epoch in range(args.update_epochs):
-                b_inds = torch.randperm(args.batch_size, device=device)  # trick: shuffled on the device
+                b_inds = torch.randperm(args.batch_size, device=device)  # Speed: shuffled on the device
                 for start in range(0, args.batch_size, args.minibatch_size):
                     mb_inds = b_inds[start:start + args.minibatch_size]
                     out = update(b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds], b_advantages[mb_inds],
@@ -547,7 +547,7 @@ def main(args: Args):
                     break
 
             if iteration % args.log_interval == 0 or iteration == args.num_iterations:
-                # trick: everything logged comes to the host in one copy
+                # Speed: everything logged comes to the host in one copy
                 n_updates = (epoch + 1) * args.num_minibatches
                 extra = torch.stack([clipfrac_sum / n_updates, explained_variance(b_values, b_returns, b_valid),
                                      optimizer.param_groups[0]["lr"]])
