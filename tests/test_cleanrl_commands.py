@@ -1,5 +1,7 @@
 """CleanRL's own smoke-test command lines (its tests/test_*.py) run unchanged on both files of each pair: exit 0 and
 a summary; a run too short to learn or to be measured says so in one warning and reports sps as null."""
+import pathlib
+
 import pytest
 
 from conftest import run_script
@@ -12,6 +14,8 @@ COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or Non
                                "--total-timesteps", "105"], "--measure-burnin"),
     ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "--learning-starts"),
     ("dqn", ["--learning-starts", "200", "--total-timesteps", "205"], "--learning-starts"),  # steps 201-204: no 10th step
+    ("td3_continuous_action", ["--save-model", "--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
+                               "--total-timesteps", "105"], "--measure-burnin"),  # CleanRL's test_mujoco_eval
 ]
 
 
@@ -20,6 +24,7 @@ COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or Non
 def test_cleanrl_smoke_command_runs(script, flags, warned, variant, tmp_path):
     proc, summary = run_script(script + variant, *flags, tmp_path=tmp_path)
     assert summary["status"] == "finished" and summary["global_step"] == int(flags[-1])
+    assert (pathlib.Path(summary["_run_dir"]) / "model.pt").is_file() == ("--save-model" in flags)
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: --") and "--cuda:" not in line]
     if warned:
         assert len(warnings) == 1 and warned in warnings[0] and "not measured" in warnings[0], proc.stderr[-2000:]
