@@ -46,7 +46,7 @@ class Args:
     eval_model: Optional[str] = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json) is written"""
+    """where the run folder (metrics.csv, summary.json, model.pt) is written"""
     measure_burnin: int = 5
     """iterations (rollout + update) left out of the steps/s measurement"""
     log_interval: int = 1
@@ -186,6 +186,7 @@ class RunLog:
         self.episodes = 0
         self.start = time.time()
         self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.end = None  # when training ended: steps/s leaves out saving and evaluation
         self.warmup_s = None
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
         self.wandb = None
@@ -207,7 +208,7 @@ class RunLog:
     def sps(self, global_step):
         if self.measure_start is None or global_step <= self.measure_start[1]:
             return None
-        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
 
     def row(self, global_step, **losses):
         ret = float(np.mean(self.returns)) if self.returns else None
@@ -485,6 +486,7 @@ def main(args: Args):
                         approx_kl=approx_kl.item(), clipfrac=float(np.mean(clipfracs)), explained_variance=float(explained_var))
     except KeyboardInterrupt:
         status = "interrupted"
+    log.end = time.time()
     envs.close()
     if args.save_model:  # what is needed to act, and where it comes from
         torch.save({"agent": "ppo_atari", "env_id": args.env_id, "args": asdict(args), "model": agent.state_dict()},

@@ -49,7 +49,7 @@ class Args:
     eval_model: Optional[str] = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
     measure_burnin: int = 1
     """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
 
@@ -112,13 +112,13 @@ def check_args(args: Args):
         fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
     if batch_size // args.num_minibatches < 2:
         fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
-    if args.total_timesteps < batch_size:
-        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
     for flag, value in [("--measure-burnin", args.measure_burnin), ("--eval-episodes", args.eval_episodes)]:
         if value < 0:
             fail(flag, f"must be at least 0, got {value}")
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    elif args.total_timesteps < batch_size:
+        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
     # a short run is a valid smoke test (CleanRL's tests run them)
     if args.measure_burnin >= args.total_timesteps // batch_size and not args.eval_model:
         print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
@@ -221,6 +221,7 @@ class RunLog:
         self.episodes = 0
         self.start = time.time()
         self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.end = None  # when training ended: steps/s leaves out saving and evaluation
         self.warmup_s = None
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
         self.wandb = None
@@ -242,7 +243,7 @@ class RunLog:
     def sps(self, global_step):
         if self.measure_start is None or global_step <= self.measure_start[1]:
             return None
-        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
 
     def row(self, global_step, **losses):
         ret = float(np.mean(self.returns)) if self.returns else None
@@ -507,6 +508,7 @@ def main(args: Args):
                     clipfrac=float(np.mean(clipfracs)), explained_variance=float(explained_var))
     except KeyboardInterrupt:
         status = "interrupted"
+    log.end = time.time()
     if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
         rms = envs.envs[0].get_wrapper_attr("obs_rms")
         obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}

@@ -50,7 +50,7 @@ class Args:
     eval_model: Optional[str] = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json, videos) is written"""
+    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
     measure_burnin: int = 10
     """updates after learning starts that are left out of the steps/s measurement"""
     log_interval: int = 100
@@ -116,7 +116,7 @@ def check_args(args: Args):
         if value < 0:
             fail(flag, f"must be at least 0, got {value}")
     if args.eval_model:  # evaluation only: no training
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
     # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
     first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
     num_updates = len(range(first_update, args.total_timesteps, args.num_envs))
@@ -200,6 +200,7 @@ class RunLog:
         self.episodes = 0
         self.start = time.time()
         self.measure_start = None  # (time, global_step) at the end of the burn-in
+        self.end = None  # when training ended: steps/s leaves out saving and evaluation
         self.warmup_s = None
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
         self.wandb = None
@@ -221,7 +222,7 @@ class RunLog:
     def sps(self, global_step):
         if self.measure_start is None or global_step <= self.measure_start[1]:
             return None
-        return (global_step - self.measure_start[1]) / (time.time() - self.measure_start[0])
+        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
 
     def row(self, global_step, **losses):
         ret = float(np.mean(self.returns)) if self.returns else None
@@ -553,6 +554,7 @@ def main(args: Args):
                 log.row(steps_done, **losses)
     except KeyboardInterrupt:
         status = "interrupted"
+    log.end = time.time()
     envs.close()
     if args.save_model:  # what is needed to act, and where it comes from
         torch.save({"agent": "sac_continuous_action", "env_id": args.env_id, "args": asdict(args), "model": sac.actor.state_dict()},

@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import gymnasium as gym
 import pytest
@@ -140,6 +141,28 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
     assert summary["eval_episodes"] is None  # Ctrl-C means stop: no evaluation after it, none kept from it
     saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
     assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["model"]
+
+
+@pytest.mark.parametrize("script,pair", SCRIPTS)
+def test_steps_per_second_leave_the_evaluation_out(script, pair, tmp_path, monkeypatch):
+    """sps is the training's: an evaluation that takes a million seconds (on the clock the scripts read) leaves it as
+    it is, and only the run's wall time grows."""
+    module = load_script(script)
+    monkeypatch.chdir(tmp_path)
+    offset, real_time, evaluate = [0.0], time.time, module.evaluate
+
+    def slow_evaluate(*a, **kw):
+        offset[0] += 1e6
+        return evaluate(*a, **kw)
+
+    monkeypatch.setattr(time, "time", lambda: real_time() + offset[0])
+    monkeypatch.setattr(module, "evaluate", slow_evaluate)
+    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--eval-episodes", "1",
+                                       "--measure-burnin", "1"])
+    module.main(args)
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    assert summary["eval_episodes"] == 1 and summary["wall_time_s"] > 1e6
+    assert summary["sps"] > 1.0  # with the evaluation counted it would be below 0.001
 
 
 @pytest.mark.parametrize("script,pair", SCRIPTS)
