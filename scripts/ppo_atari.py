@@ -1,6 +1,6 @@
 # PPO on Atari with envpool: CleanRL's ppo_atari_envpool.py, brought up to envpool 1.x (gymnasium's 5-tuple,
 # NEXT_STEP autoreset), numpy 2 and torch 2.11+. The eager baseline: the honest reference for the fast variant.
-import csv
+import importlib.util
 import json
 import os
 import platform
@@ -97,156 +97,6 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check_args(args: Args):
-    if args.env_id not in envpool.list_all_envs():
-        fail("--env-id", f"unknown envpool environment {args.env_id!r} (Atari ids such as Breakout-v5, Pong-v5)")
-    if type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
-        fail("--env-id", f"{args.env_id} is not an envpool Atari game; this script needs one such as Breakout-v5")
-    for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
-                        ("--update-epochs", args.update_epochs), ("--total-timesteps", args.total_timesteps),
-                        ("--log-interval", args.log_interval)]:
-        if value < 1:
-            fail(flag, f"must be at least 1, got {value}")
-    args.batch_size = int(args.num_envs * args.num_steps)
-    if args.batch_size % args.num_minibatches != 0:
-        fail("--num-minibatches", f"must divide the batch --num-envs x --num-steps = {args.batch_size}, got {args.num_minibatches}")
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
-    for flag, value in [("--measure-burnin", args.measure_burnin), ("--eval-episodes", args.eval_episodes)]:
-        if value < 0:
-            fail(flag, f"must be at least 0, got {value}")
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    elif args.total_timesteps < args.batch_size:
-        fail("--total-timesteps", f"must be at least one rollout (--num-envs x --num-steps = {args.batch_size}), got {args.total_timesteps}")
-    args.num_iterations = args.total_timesteps // args.batch_size
-    # a short run is a valid smoke test (CleanRL's tests run them)
-    if args.measure_burnin >= args.num_iterations and not args.eval_model:
-        print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
-              " steps/s is not measured", file=sys.stderr)
-    if args.capture_video:
-        fail("--capture-video", "envpool's Atari environments cannot render videos")
-    if args.track:
-        try:
-            import wandb  # noqa: F401
-        except ImportError:
-            fail("--track", "needs wandb, which is not installed (pip install wandb)")
-
-
-def evaluate(args, act):
-    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart.
-    The scores are full-game scores, as in training (EpisodeTracker)."""
-    env = envpool.make(args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True,
-                       seed=args.seed + 100_000)  # training's envs are seeded seed .. seed + num_envs - 1
-    tracker, returns = EpisodeTracker(1), []
-    obs, _ = env.reset()
-    done = np.zeros(1, dtype=bool)
-    while len(returns) < args.eval_episodes:
-        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
-        obs, _, terminations, truncations, info = env.step(act(obs))
-        done = np.logical_or(terminations, truncations)
-        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
-    env.close()
-    return returns
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        found = (saved["agent"], saved["env_id"])
-    except Exception as e:
-        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
-    if found[0] != agent:
-        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
-    if found[1] != env_id:
-        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
-    try:
-        module.load_state_dict(saved["model"])
-    except Exception as e:
-        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
-    return saved
-
-
-class RunLog:
-    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
-
-    def __init__(self, args, run_dir, device, columns):
-        self.args, self.run_dir, self.device = args, run_dir, device
-        os.makedirs(run_dir, exist_ok=True)
-        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.writer = csv.writer(self.file)
-        self.writer.writerow(self.columns)
-        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
-        self.episodes = 0
-        self.start = time.time()
-        self.measure_start = None  # (time, global_step) at the end of the burn-in
-        self.end = None  # when training ended: steps/s leaves out saving and evaluation
-        self.warmup_s = None
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = None
-        if args.track:
-            import wandb
-
-            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
-                                    name=os.path.basename(run_dir), save_code=True)
-
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def start_measure(self, global_step, learning_start_time):
-        self.measure_start = (time.time(), global_step)
-        self.warmup_s = self.measure_start[0] - learning_start_time
-
-    def sps(self, global_step):
-        if self.measure_start is None or global_step <= self.measure_start[1]:
-            return None
-        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
-
-    def row(self, global_step, **losses):
-        ret = float(np.mean(self.returns)) if self.returns else None
-        length = float(np.mean(self.lengths)) if self.lengths else None
-        sps = self.sps(global_step)
-        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
-                  "wall_time_s": time.time() - self.start, **losses}
-        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
-        self.file.flush()
-        self.bar.n = global_step
-        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
-        self.bar.refresh()
-        if self.wandb is not None:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
-        self.bar.close()
-        self.file.close()
-        device = self.device
-        summary = {
-            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
-            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
-            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
-            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
-            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
-            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
-            "eval_return_mean": float(np.mean(evals)) if evals else None,
-            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
-        }
-        path = os.path.join(self.run_dir, "summary.json")
-        with open(path, "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb is not None:
-            self.wandb.finish()
-        return path
-
-
 class EpisodeTracker:
     """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
     is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
@@ -324,19 +174,14 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma, gae_lam
 
 def main(args: Args):
     check_args(args)
-    script = os.path.basename(__file__)[: -len(".py")]
-    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
-    run_dir = os.path.join(args.output_dir, run_name)
+    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
     envs = envpool.make(
@@ -365,19 +210,17 @@ def main(args: Args):
     valid = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    log = RunLog(args, run_dir, device, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl",
-                                         "approx_kl", "clipfrac", "explained_variance"])
+    log = RunLog(args, run_dir, device, "ppo", ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl",
+                                         "approx_kl", "clipfrac", "explained_variance"], unit="iterations")
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    start_time = time.time()
     next_obs, _ = envs.reset()
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = np.zeros(args.num_envs, dtype=bool)
     try:
         for iteration in range(1, args.num_iterations + 1):
-            if iteration - 1 == args.measure_burnin:
-                log.start_measure(global_step, start_time)
+            log.update(global_step)  # the first iterations (compilation, graph capture) are left out of steps/s
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -486,24 +329,153 @@ def main(args: Args):
                         approx_kl=approx_kl.item(), clipfrac=float(np.mean(clipfracs)), explained_variance=float(explained_var))
     except KeyboardInterrupt:
         status = "interrupted"
-    log.end = time.time()
     envs.close()
-    if args.save_model:  # what is needed to act, and where it comes from
-        torch.save({"agent": "ppo_atari", "env_id": args.env_id, "args": asdict(args), "model": agent.state_dict()},
-                   os.path.join(run_dir, "model.pt"))
-    evals = None
-    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the arg-max action
-        try:  # Ctrl-C during the evaluation still writes the summary
-            act = lambda o: agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()  # noqa: E731
-            with torch.no_grad():
-                evals = evaluate(args, act)
-            status = "evaluated" if args.eval_model else status
-        except KeyboardInterrupt:
-            status = "interrupted"
-    path = log.close(global_step, status, script, "ppo", evals=evals)
-    print(path)
-    if status == "interrupted":
-        sys.exit(130)
+    act = lambda o: agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()  # deterministic: the arg-max
+    log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+
+
+# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+def check_args(args: Args):
+    if args.env_id not in envpool.list_all_envs():
+        fail("--env-id", f"unknown envpool environment {args.env_id!r} (Atari ids such as Breakout-v5, Pong-v5)")
+    if type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
+        fail("--env-id", f"{args.env_id} is not an envpool Atari game; this script needs one such as Breakout-v5")
+    check(args, "num_envs num_steps num_minibatches update_epochs total_timesteps log_interval", lambda v: v >= 1, "at least 1")
+    check(args, "measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
+    args.batch_size = int(args.num_envs * args.num_steps)
+    if args.batch_size % args.num_minibatches != 0:
+        fail("--num-minibatches", f"must divide the batch --num-envs x --num-steps = {args.batch_size}, got {args.num_minibatches}")
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    if args.capture_video:
+        fail("--capture-video", "envpool's Atari environments cannot render videos")
+    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
+        if wanted and importlib.util.find_spec(package) is None:
+            fail(flag, f"needs {package}, which is not installed (pip install {package})")
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    elif args.total_timesteps < args.batch_size:
+        fail("--total-timesteps", f"must be at least one rollout (--num-envs x --num-steps = {args.batch_size}), got {args.total_timesteps}")
+    args.num_iterations = args.total_timesteps // args.batch_size
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+
+
+def evaluate(args, act, video_dir=None):  # envpool renders no video (see --capture-video)
+    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart.
+    The scores are full-game scores, as in training (EpisodeTracker)."""
+    env = envpool.make(args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True,
+                       seed=args.seed + 100_000)  # training's envs are seeded seed .. seed + num_envs - 1
+    tracker, returns = EpisodeTracker(1), []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
+    while len(returns) < args.eval_episodes:
+        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
+        obs, _, terminations, truncations, info = env.step(act(obs))
+        done = np.logical_or(terminations, truncations)
+        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
+    env.close()
+    return returns
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check(args, names: str, ok, allowed: str):
+    """Each named field must pass `ok`, else the run fails naming its flag."""
+    for name in names.split():
+        if not ok(getattr(args, name)):
+            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+            module.load_state_dict(saved["model"])
+            return saved
+        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
+            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
+    except Exception as e:
+        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
+    fail("--eval-model", f"{path} {problem}")
+
+
+class RunLog:
+    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+
+    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
+        os.makedirs(run_dir, exist_ok=True)
+        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
+        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
+        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
+        print(*self.columns, sep=",", file=self.csv)
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def update(self, global_step):
+        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
+        self.learning_start = self.learning_start or time.time()
+        if self.updates == self.args.measure_burnin:
+            self.measure_start = (time.time(), global_step)
+        self.updates += 1
+
+    def values(self, global_step):
+        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
+        t0, step0 = self.measure_start or (None, global_step)
+        mean = lambda values: float(np.mean(values)) if values else None
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
+                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
+
+    def row(self, global_step, **losses):
+        values = {**self.values(global_step), **losses}
+        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
+        self.bar.n, ret = global_step, values["episodic_return"]
+        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
+        if self.wandb:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def finish(self, global_step, status, act, model):
+        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+        self.bar.close()
+        self.csv.close()
+        if args.save_model:  # what is needed to act, and where it comes from
+            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
+        if args.eval_episodes and status != "interrupted":
+            try:  # Ctrl-C during the evaluation still writes the summary
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                status = "evaluated" if args.eval_model else status
+            except KeyboardInterrupt:
+                status = "interrupted"
+        summary = dict(
+            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
+            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
+            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
+            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
+            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
+                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
+        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb:
+            self.wandb.finish()
+        print(f.name)
+        if status == "interrupted":
+            sys.exit(130)
 
 
 if __name__ == "__main__":

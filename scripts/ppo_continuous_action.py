@@ -3,7 +3,7 @@
 # One change of substance: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
-import csv
+import importlib.util
 import json
 import os
 import platform
@@ -90,55 +90,6 @@ class Args:
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
 
 
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check_args(args: Args):
-    if args.env_id not in gym.registry:
-        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    probe = gym.make(args.env_id)
-    action_space = probe.action_space
-    probe.close()
-    if not isinstance(action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; this PPO needs a continuous (Box) one")
-    for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
-                        ("--update-epochs", args.update_epochs), ("--total-timesteps", args.total_timesteps)]:
-        if value < 1:
-            fail(flag, f"must be at least 1, got {value}")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
-    if batch_size // args.num_minibatches < 2:
-        fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
-    for flag, value in [("--measure-burnin", args.measure_burnin), ("--eval-episodes", args.eval_episodes)]:
-        if value < 0:
-            fail(flag, f"must be at least 0, got {value}")
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    elif args.total_timesteps < batch_size:
-        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
-    # a short run is a valid smoke test (CleanRL's tests run them)
-    if args.measure_burnin >= args.total_timesteps // batch_size and not args.eval_model:
-        print(f"warning: --total-timesteps {args.total_timesteps} ends inside --measure-burnin ({args.measure_burnin} iterations):"
-              " steps/s is not measured", file=sys.stderr)
-    if args.target_kl is not None and args.target_kl <= 0:
-        fail("--target-kl", f"must be positive (or left out), got {args.target_kl}")
-    if args.track:
-        try:
-            import wandb  # noqa: F401
-        except ImportError:
-            fail("--track", "needs wandb, which is not installed (pip install wandb)")
-    if args.capture_video:
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
-        if sys.platform == "linux" and not os.environ.get("DISPLAY"):
-            os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-
-
 def make_env(env_id, idx, capture_video, video_dir, gamma):
     def thunk():
         if capture_video and idx == 0:
@@ -157,129 +108,6 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         return env
 
     return thunk
-
-
-def evaluate(args, act, video_dir, obs_rms):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training.
-    Its observations go through training's pipeline, normalized with `obs_rms` frozen; the returns are the raw rewards."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
-    env = gym.wrappers.FlattenObservation(env)
-    env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.NormalizeObservation(env)
-    env.update_running_mean = False  # the statistics the policy was trained with, not new ones
-    env.obs_rms.mean, env.obs_rms.var = obs_rms["mean"].numpy(), obs_rms["var"].numpy()
-    env.obs_rms.count = float(obs_rms["count"])
-    clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
-    env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
-    returns = []
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
-        done, episode_return = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
-            done, episode_return = terminated or truncated, episode_return + float(reward)
-        returns.append(episode_return)
-    env.close()
-    return returns
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        found = (saved["agent"], saved["env_id"])
-    except Exception as e:
-        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
-    if found[0] != agent:
-        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
-    if found[1] != env_id:
-        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
-    try:
-        module.load_state_dict(saved["model"])
-    except Exception as e:
-        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
-    rms = saved.get("obs_rms")  # the policy acts on normalized observations: useless without their statistics (CleanRL #425)
-    shape = (module.actor_mean[0].in_features,)
-    if not isinstance(rms, dict) or [getattr(rms.get(k), "shape", None) for k in ("mean", "var")] != [shape, shape] or "count" not in rms:
-        fail("--eval-model", f"{path} has no observation statistics (obs_rms) for {shape[0]} observations")
-    return saved
-
-
-class RunLog:
-    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
-
-    def __init__(self, args, run_dir, device, columns):
-        self.args, self.run_dir, self.device = args, run_dir, device
-        os.makedirs(run_dir, exist_ok=True)
-        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.writer = csv.writer(self.file)
-        self.writer.writerow(self.columns)
-        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
-        self.episodes = 0
-        self.start = time.time()
-        self.measure_start = None  # (time, global_step) at the end of the burn-in
-        self.end = None  # when training ended: steps/s leaves out saving and evaluation
-        self.warmup_s = None
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = None
-        if args.track:
-            import wandb
-
-            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
-                                    name=os.path.basename(run_dir), save_code=True)
-
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def start_measure(self, global_step, learning_start_time):
-        self.measure_start = (time.time(), global_step)
-        self.warmup_s = self.measure_start[0] - learning_start_time
-
-    def sps(self, global_step):
-        if self.measure_start is None or global_step <= self.measure_start[1]:
-            return None
-        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
-
-    def row(self, global_step, **losses):
-        ret = float(np.mean(self.returns)) if self.returns else None
-        length = float(np.mean(self.lengths)) if self.lengths else None
-        sps = self.sps(global_step)
-        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
-                  "wall_time_s": time.time() - self.start, **losses}
-        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
-        self.file.flush()
-        self.bar.n = global_step
-        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
-        self.bar.refresh()
-        if self.wandb is not None:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
-        self.bar.close()
-        self.file.close()
-        device = self.device
-        summary = {
-            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
-            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
-            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
-            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
-            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
-            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
-            "eval_return_mean": float(np.mean(evals)) if evals else None,
-            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
-        }
-        path = os.path.join(self.run_dir, "summary.json")
-        with open(path, "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb is not None:
-            self.wandb.finish()
-        return path
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -343,19 +171,14 @@ def main(args: Args):
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
-    script = os.path.basename(__file__)[: -len(".py")]
-    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
-    run_dir = os.path.join(args.output_dir, run_name)
+    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
 
     # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
     # the true final observation; the next step only resets that env, and its row is masked out (valids).
@@ -370,8 +193,11 @@ def main(args: Args):
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
+    # (a policy of normalized observations is useless without their statistics, CleanRL #425)
     if args.eval_model:
-        obs_rms = load_model(args.eval_model, "ppo_continuous_action", args.env_id, agent)["obs_rms"]
+        obs_rms = load_model(args.eval_model, "ppo_continuous_action", args.env_id, agent).get("obs_rms")
+        if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
+            fail("--eval-model", f"{args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
 
     # ALGO Logic: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -383,19 +209,17 @@ def main(args: Args):
     valids = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    log = RunLog(args, run_dir, device, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
-                                         "clipfrac", "explained_variance"])
+    log = RunLog(args, run_dir, device, "ppo", ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
+                                         "clipfrac", "explained_variance"], unit="iterations")
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    start_time = time.time()
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
-            if iteration == args.measure_burnin + 1:
-                log.start_measure(global_step, start_time)
+            log.update(global_step)  # the first iterations (compilation, graph capture) are left out of steps/s
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -422,9 +246,8 @@ def main(args: Args):
                 dones[step] = torch.Tensor(next_done).to(device)
                 next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
 
-                if "episode" in infos:
-                    for i in np.flatnonzero(infos["_episode"]):
-                        log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
 
             # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
             with torch.no_grad():
@@ -508,26 +331,162 @@ def main(args: Args):
                     clipfrac=float(np.mean(clipfracs)), explained_variance=float(explained_var))
     except KeyboardInterrupt:
         status = "interrupted"
-    log.end = time.time()
     if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
         rms = envs.envs[0].get_wrapper_attr("obs_rms")
         obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     envs.close()
-    if args.save_model:  # what is needed to act, and where it comes from
-        torch.save({"agent": "ppo_continuous_action", "env_id": args.env_id, "args": asdict(args), "model": agent.state_dict(),
-                    "obs_rms": obs_rms}, os.path.join(run_dir, "model.pt"))
-    evals = None
-    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
-        try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, lambda o: agent.actor_mean(torch.Tensor(o).to(device)).detach().cpu().numpy(),
-                             os.path.join(run_dir, "videos"), obs_rms)
-            status = "evaluated" if args.eval_model else status
-        except KeyboardInterrupt:
-            status = "interrupted"
-    path = log.close(global_step, status, script, "ppo", evals=evals)
-    print(path)
-    if status == "interrupted":
-        sys.exit(130)
+    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    mean, std = obs_rms["mean"].numpy(), np.sqrt(obs_rms["var"].numpy() + 1e-8)
+    normalize = lambda o: np.clip((o - mean) / std, -10, 10).astype(np.float32)
+    act = lambda o: agent.actor_mean(torch.from_numpy(normalize(o)).to(device)).detach().cpu().numpy()
+    log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
+
+
+# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
+    if not isinstance(action_space := gym.make(args.env_id).action_space, gym.spaces.Box):
+        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; this PPO needs a continuous (Box) one")
+    check(args, "num_envs num_steps num_minibatches update_epochs total_timesteps", lambda v: v >= 1, "at least 1")
+    check(args, "measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
+    check(args, "target_kl", lambda v: v is None or v > 0, "positive (or left out)")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches != 0:
+        fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
+    if batch_size // args.num_minibatches < 2:
+        fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
+    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
+        if wanted and importlib.util.find_spec(package) is None:
+            fail(flag, f"needs {package}, which is not installed (pip install {package})")
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    elif args.total_timesteps < batch_size:
+        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
+    env = gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env))
+    returns = []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
+        done, episode_return = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done, episode_return = terminated or truncated, episode_return + float(reward)
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check(args, names: str, ok, allowed: str):
+    """Each named field must pass `ok`, else the run fails naming its flag."""
+    for name in names.split():
+        if not ok(getattr(args, name)):
+            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+            module.load_state_dict(saved["model"])
+            return saved
+        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
+            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
+    except Exception as e:
+        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
+    fail("--eval-model", f"{path} {problem}")
+
+
+class RunLog:
+    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+
+    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
+        os.makedirs(run_dir, exist_ok=True)
+        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
+        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
+        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
+        print(*self.columns, sep=",", file=self.csv)
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def update(self, global_step):
+        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
+        self.learning_start = self.learning_start or time.time()
+        if self.updates == self.args.measure_burnin:
+            self.measure_start = (time.time(), global_step)
+        self.updates += 1
+
+    def values(self, global_step):
+        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
+        t0, step0 = self.measure_start or (None, global_step)
+        mean = lambda values: float(np.mean(values)) if values else None
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
+                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
+
+    def row(self, global_step, **losses):
+        values = {**self.values(global_step), **losses}
+        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
+        self.bar.n, ret = global_step, values["episodic_return"]
+        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
+        if self.wandb:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def finish(self, global_step, status, act, model):
+        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+        self.bar.close()
+        self.csv.close()
+        if args.save_model:  # what is needed to act, and where it comes from
+            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
+        if args.eval_episodes and status != "interrupted":
+            try:  # Ctrl-C during the evaluation still writes the summary
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                status = "evaluated" if args.eval_model else status
+            except KeyboardInterrupt:
+                status = "interrupted"
+        summary = dict(
+            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
+            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
+            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
+            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
+            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
+                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
+        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb:
+            self.wandb.finish()
+        print(f.name)
+        if status == "interrupted":
+            sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # SAC for continuous actions: CleanRL's sac_continuous_action.py, brought up to gymnasium 1.x,
 # numpy 2 and torch 2.11+. The eager baseline: the honest reference for the fast variant.
-import csv
+import importlib.util
 import json
 import os
 import platform
@@ -83,53 +83,6 @@ class Args:
     """automatic tuning of the entropy coefficient"""
 
 
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check_args(args: Args):
-    if args.env_id not in gym.registry:
-        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    probe = gym.make(args.env_id)
-    action_space = probe.action_space
-    probe.close()
-    if not isinstance(action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; SAC needs a continuous (Box) one")
-    for flag, value in [("--num-envs", args.num_envs), ("--batch-size", args.batch_size), ("--total-timesteps", args.total_timesteps),
-                        ("--policy-frequency", args.policy_frequency), ("--target-network-frequency", args.target_network_frequency),
-                        ("--log-interval", args.log_interval)]:
-        if value < 1:
-            fail(flag, f"must be at least 1, got {value}")
-    if args.buffer_size < args.batch_size:
-        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
-    for flag, value in [("--learning-starts", args.learning_starts), ("--measure-burnin", args.measure_burnin),
-                        ("--eval-episodes", args.eval_episodes)]:
-        if value < 0:
-            fail(flag, f"must be at least 0, got {value}")
-    if args.eval_model:  # evaluation only: no training
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
-    # A short run is a valid smoke test (CleanRL's own tests run them): it says what it will not do, and goes on.
-    first_update = (args.learning_starts // args.num_envs + 1) * args.num_envs  # updates run at steps > learning_starts
-    num_updates = len(range(first_update, args.total_timesteps, args.num_envs))
-    if num_updates <= args.measure_burnin and not args.eval_model:
-        print(f"warning: --total-timesteps {args.total_timesteps} ends " + (
-            f"before --learning-starts {args.learning_starts}: nothing is learned and" if num_updates == 0 else
-            f"inside --measure-burnin ({args.measure_burnin} updates):") + " steps/s is not measured", file=sys.stderr)
-    if args.track:
-        try:
-            import wandb  # noqa: F401
-        except ImportError:
-            fail("--track", "needs wandb, which is not installed (pip install wandb)")
-    if args.capture_video:
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            fail("--capture-video", "needs moviepy, which is not installed (pip install moviepy)")
-        if sys.platform == "linux" and not os.environ.get("DISPLAY"):
-            os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-
-
 def make_env(env_id, seed, idx, capture_video, video_dir):
     def thunk():
         if capture_video and idx == 0:
@@ -141,116 +94,6 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
         return env
 
     return thunk
-
-
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
-    returns = []
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
-        done, episode_return = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
-            done, episode_return = terminated or truncated, episode_return + float(reward)
-        returns.append(episode_return)
-    env.close()
-    return returns
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        found = (saved["agent"], saved["env_id"])
-    except Exception as e:
-        fail("--eval-model", f"{path} is not a saved model ({type(e).__name__}: {' '.join(str(e).split())})")
-    if found[0] != agent:
-        fail("--eval-model", f"{path} holds a {found[0]} agent, not a {agent} one")
-    if found[1] != env_id:
-        fail("--eval-model", f"{path} was trained on {found[1]}: pass --env-id {found[1]}")
-    try:
-        module.load_state_dict(saved["model"])
-    except Exception as e:
-        fail("--eval-model", f"{path}: {' '.join(str(e).split())}")
-    return saved
-
-
-class RunLog:
-    """metrics.csv rows, the progress bar, and summary.json at the end (kept apart from the algorithm)."""
-
-    def __init__(self, args, run_dir, device, columns):
-        self.args, self.run_dir, self.device = args, run_dir, device
-        os.makedirs(run_dir, exist_ok=True)
-        self.file = open(os.path.join(run_dir, "metrics.csv"), "w", newline="")
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.writer = csv.writer(self.file)
-        self.writer.writerow(self.columns)
-        self.returns, self.lengths = deque(maxlen=20), deque(maxlen=20)
-        self.episodes = 0
-        self.start = time.time()
-        self.measure_start = None  # (time, global_step) at the end of the burn-in
-        self.end = None  # when training ended: steps/s leaves out saving and evaluation
-        self.warmup_s = None
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = None
-        if args.track:
-            import wandb
-
-            self.wandb = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args),
-                                    name=os.path.basename(run_dir), save_code=True)
-
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def start_measure(self, global_step, learning_start_time):
-        self.measure_start = (time.time(), global_step)
-        self.warmup_s = self.measure_start[0] - learning_start_time
-
-    def sps(self, global_step):
-        if self.measure_start is None or global_step <= self.measure_start[1]:
-            return None
-        return (global_step - self.measure_start[1]) / ((self.end or time.time()) - self.measure_start[0])
-
-    def row(self, global_step, **losses):
-        ret = float(np.mean(self.returns)) if self.returns else None
-        length = float(np.mean(self.lengths)) if self.lengths else None
-        sps = self.sps(global_step)
-        values = {"global_step": global_step, "sps": sps, "episodic_return": ret, "episodic_length": length,
-                  "wall_time_s": time.time() - self.start, **losses}
-        self.writer.writerow(["" if values.get(c) is None else values[c] for c in self.columns])
-        self.file.flush()
-        self.bar.n = global_step
-        self.bar.set_postfix(sps=f"{sps:.0f}" if sps else "-", ret=f"{ret:.1f}" if ret is not None else "-", refresh=False)
-        self.bar.refresh()
-        if self.wandb is not None:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def close(self, global_step, status, script, algo, compile=False, cudagraphs=False, evals=None):
-        self.bar.close()
-        self.file.close()
-        device = self.device
-        summary = {
-            "script": script, "algo": algo, "env_id": self.args.env_id, "seed": self.args.seed,
-            "compile": compile, "cudagraphs": cudagraphs, "device": str(device),
-            "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "cpu_count": os.cpu_count(), "torch_version": torch.__version__, "global_step": global_step,
-            "sps": self.sps(global_step), "wall_time_s": time.time() - self.start, "warmup_s": self.warmup_s,
-            "episodic_return": float(np.mean(self.returns)) if self.returns else None, "episodes": self.episodes,
-            "status": status, "args": asdict(self.args), "python_version": platform.python_version(),
-            "eval_return_mean": float(np.mean(evals)) if evals else None,
-            "eval_return_std": float(np.std(evals)) if evals else None, "eval_episodes": len(evals) if evals else None,
-        }
-        path = os.path.join(self.run_dir, "summary.json")
-        with open(path, "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb is not None:
-            self.wandb.finish()
-        return path
 
 
 class ReplayBuffer:
@@ -338,19 +181,14 @@ class Actor(nn.Module):
 
 def main(args: Args):
     check_args(args)
-    script = os.path.basename(__file__)[: -len(".py")]
-    run_name = f"{args.env_id}__{script}__{args.seed}__{int(time.time())}"
-    run_dir = os.path.join(args.output_dir, run_name)
+    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
 
     # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
     # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
@@ -386,8 +224,8 @@ def main(args: Args):
         load_model(args.eval_model, "sac_continuous_action", args.env_id, actor)
 
     rb = ReplayBuffer(args.buffer_size, (obs_dim,), (action_dim,), device)
-    log = RunLog(args, run_dir, device, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha", "alpha_loss"])
-    losses, status, steps_done, learning_start_time, updates = {}, "finished", 0, None, 0
+    log = RunLog(args, run_dir, device, "sac", ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha", "alpha_loss"])
+    losses, status, steps_done = {}, "finished", 0
     actor_loss = alpha_loss = None
 
     # TRY NOT TO MODIFY: start the game
@@ -407,9 +245,8 @@ def main(args: Args):
             steps_done = global_step + args.num_envs
             log_now = steps_done % args.log_interval < args.num_envs  # losses are read (a sync) only on these steps
             next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-            if "episode" in infos:
-                for i in np.flatnonzero(infos["_episode"]):
-                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+            for i in np.flatnonzero(infos.get("_episode", [])):
+                log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
 
             # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
             real_next_obs = next_obs.copy()
@@ -423,10 +260,7 @@ def main(args: Args):
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                if learning_start_time is None:
-                    learning_start_time = time.time()
-                if updates == args.measure_burnin and log.measure_start is None:
-                    log.start_measure(global_step, learning_start_time)  # compile/capture happen before this point
+                log.update(global_step)  # the first updates (compilation, graph capture) are left out of steps/s
                 observations, b_actions, next_observations, b_rewards, dones = rb.sample(args.batch_size)
                 with torch.no_grad():
                     next_state_actions, next_state_log_pi, _ = actor.get_action(next_observations)
@@ -475,7 +309,6 @@ def main(args: Args):
                     for param, target_param in zip(qf2.parameters(), qf2_target.parameters()):
                         target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
 
-                updates += 1
                 if log_now:
                     losses = {
                         "qf1_values": qf1_a_values.mean().item(), "qf2_values": qf2_a_values.mean().item(),
@@ -487,23 +320,148 @@ def main(args: Args):
                 log.row(steps_done, **losses)
     except KeyboardInterrupt:
         status = "interrupted"
-    log.end = time.time()
     envs.close()
-    if args.save_model:  # what is needed to act, and where it comes from
-        torch.save({"agent": "sac_continuous_action", "env_id": args.env_id, "args": asdict(args), "model": actor.state_dict()},
-                   os.path.join(run_dir, "model.pt"))
-    evals = None
-    if args.eval_episodes and status != "interrupted":  # the deterministic policy: the mean action
-        try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy(),
-                             os.path.join(run_dir, "videos"))
-            status = "evaluated" if args.eval_model else status
-        except KeyboardInterrupt:
-            status = "interrupted"
-    path = log.close(steps_done, status, script, "sac", evals=evals)
-    print(path)
-    if status == "interrupted":
-        sys.exit(130)
+    act = lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy()  # deterministic: the mean action
+    log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": actor.state_dict()})
+
+
+# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+def check_args(args: Args):
+    if args.env_id not in gym.registry:
+        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
+    if not isinstance(action_space := gym.make(args.env_id).action_space, gym.spaces.Box):
+        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; SAC needs a continuous (Box) one")
+    check(args, "num_envs batch_size total_timesteps policy_frequency target_network_frequency log_interval", lambda v: v >= 1, "at least 1")
+    check(args, "learning_starts measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
+    if args.buffer_size < args.batch_size:
+        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
+    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
+        if wanted and importlib.util.find_spec(package) is None:
+            fail(flag, f"needs {package}, which is not installed (pip install {package})")
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+    if args.eval_model:  # evaluation only: no training
+        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
+    returns = []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
+        done, episode_return = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done, episode_return = terminated or truncated, episode_return + float(reward)
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def fail(flag: str, message: str):
+    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
+    sys.exit(f"error: {flag}: {message}")
+
+
+def check(args, names: str, ok, allowed: str):
+    """Each named field must pass `ok`, else the run fails naming its flag."""
+    for name in names.split():
+        if not ok(getattr(args, name)):
+            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
+
+
+def load_model(path, agent, env_id, module):
+    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+            module.load_state_dict(saved["model"])
+            return saved
+        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
+            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
+    except Exception as e:
+        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
+    fail("--eval-model", f"{path} {problem}")
+
+
+class RunLog:
+    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+
+    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
+        os.makedirs(run_dir, exist_ok=True)
+        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
+        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
+        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
+        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
+        print(*self.columns, sep=",", file=self.csv)
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
+        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+
+    def episode(self, ret, length):
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        self.episodes += 1
+
+    def update(self, global_step):
+        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
+        self.learning_start = self.learning_start or time.time()
+        if self.updates == self.args.measure_burnin:
+            self.measure_start = (time.time(), global_step)
+        self.updates += 1
+
+    def values(self, global_step):
+        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
+        t0, step0 = self.measure_start or (None, global_step)
+        mean = lambda values: float(np.mean(values)) if values else None
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
+                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
+
+    def row(self, global_step, **losses):
+        values = {**self.values(global_step), **losses}
+        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
+        self.bar.n, ret = global_step, values["episodic_return"]
+        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
+        if self.wandb:
+            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
+
+    def finish(self, global_step, status, act, model):
+        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+        self.bar.close()
+        self.csv.close()
+        if args.save_model:  # what is needed to act, and where it comes from
+            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
+        if args.eval_episodes and status != "interrupted":
+            try:  # Ctrl-C during the evaluation still writes the summary
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                status = "evaluated" if args.eval_model else status
+            except KeyboardInterrupt:
+                status = "interrupted"
+        summary = dict(
+            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
+            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
+            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
+            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
+            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
+                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
+        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        if self.wandb:
+            self.wandb.finish()
+        print(f.name)
+        if status == "interrupted":
+            sys.exit(130)
 
 
 if __name__ == "__main__":

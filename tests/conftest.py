@@ -94,26 +94,30 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
     monkeypatch.chdir(tmp_path)
     args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, flags)])
     run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[])
-    row, close, start_measure = module.RunLog.row, module.RunLog.close, module.RunLog.start_measure
+    row, finish, update = module.RunLog.row, module.RunLog.finish, module.RunLog.update
 
     def row_and_measure(self, global_step, **values):
         run.rss.append((global_step, rss_bytes()))
         return row(self, global_step, **values)
 
-    def close_and_keep_state(self, *a, **kw):
+    def finish_and_keep_state(self, global_step, status, *a, **kw):
         torch.cuda.set_sync_debug_mode(0) if watch_syncs else None
         run.state.update(sys._getframe(1).f_locals)  # main's frame: everything the loop holds
-        return close(self, *a, **kw)
+        finish(self, global_step, status, *a, **kw)
+        with open(os.path.join(self.run_dir, "summary.json")) as f:  # the final status: "evaluated" for an evaluation-only run
+            run.state["status"] = json.load(f)["status"]
 
-    def start_watching(self, *a, **kw):  # the burn-in (compilation, graph capture) is over
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("warn")
-        return start_measure(self, *a, **kw)
+    def start_watching(self, *a, **kw):  # once the burn-in (compilation, graph capture) is over
+        measuring = self.measure_start is not None
+        update(self, *a, **kw)
+        if not measuring and self.measure_start is not None:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("warn")
 
     monkeypatch.setattr(module.RunLog, "row", row_and_measure)
-    monkeypatch.setattr(module.RunLog, "close", close_and_keep_state)
+    monkeypatch.setattr(module.RunLog, "finish", finish_and_keep_state)
     if watch_syncs:
-        monkeypatch.setattr(module.RunLog, "start_measure", start_watching)
+        monkeypatch.setattr(module.RunLog, "update", start_watching)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
