@@ -342,8 +342,10 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in gym.registry:
         fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    if not isinstance(action_space := gym.make(args.env_id).action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(action_space).__name__} action space; TD3 needs a continuous (Box) one")
+    env = gym.make(args.env_id)
+    env.close()  # only its spaces are wanted
+    if not isinstance(env.action_space, gym.spaces.Box):
+        fail("--env-id", f"{args.env_id} has a {type(env.action_space).__name__} action space; TD3 needs a continuous (Box) one")
     check(args, "num_envs batch_size total_timesteps policy_frequency log_interval", lambda v: v >= 1, "at least 1")
     check(args, "learning_starts measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
     if args.buffer_size < args.batch_size:
