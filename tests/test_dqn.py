@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import check_summary, load_script, read_metrics, reachable_tensors, run_script
+from conftest import check_summary, load_script, read_metrics, reachable_tensors, run_in_process, run_script
 
 BASE, FAST = "dqn", "dqn_torchcompile"
 # A short run on CartPole that goes past learning_starts, so that the (compiled) update really runs: 200 updates,
@@ -177,9 +177,9 @@ def _no_history(agent):
     """Every tensor the agent keeps across steps is free of autograd history; targets and storage need no grad."""
     tensors = reachable_tensors({"dqn": agent})
     paths = " ".join(p for p, _ in tensors)
-    assert "optimizer" in paths and ".state[" in paths and "storage" in paths and "step" in paths, paths
+    assert "optimizer" in paths and ".state[" in paths and "storage" in paths, paths
     assert not [p for p, t in tensors if t.grad_fn is not None]
-    assert not [p for p, t in tensors if t.requires_grad and ("target" in p or ".state[" in p or ".rb." in p or p == "dqn.step")]
+    assert not [p for p, t in tensors if t.requires_grad and ("target" in p or ".state[" in p or ".rb." in p)]
 
 
 @pytest.mark.compile
@@ -192,16 +192,16 @@ def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
         _fill(agent)
     _assert_close(_steps(compiled), _steps(eager), "update outputs")
     _assert_params_close(_state(compiled), _state(eager), "parameters")
-    # the policy, from the same parameters and step: epsilon 1 -> 0.05 over 10 steps, so both branches are taken
+    # the greedy policy, from the same (shaken, so that both actions win somewhere) parameters: the arg-max of the
+    # Q-network, fed numpy as the loop feeds it
+    with torch.no_grad():
+        torch._foreach_add_(list(eager.q_network.parameters()), [torch.randn_like(p) for p in eager.q_network.parameters()])
     _copy_params(eager, compiled)
-    obs = np.random.default_rng(1).normal(size=(3, OBS_DIM)).astype(np.float32)
-    outs = {}
-    for name, agent in (("eager", eager), ("compiled", compiled)):
-        agent.step.fill_(5)
-        torch.manual_seed(7)
-        outs[name] = [torch.cat([a.double(), e.view(1), g.double()]) for a, e, g in (agent.policy(torch.from_numpy(obs)) for _ in range(6))]
-    _assert_close(outs["compiled"], outs["eager"], "policy (actions, epsilon, greedy actions)", rtol=0, atol=1e-12)
-    assert compiled.step.item() == eager.step.item() == 5 + 6 * 3
+    obs = np.random.default_rng(1).normal(size=(64, OBS_DIM)).astype(np.float32)
+    greedy = eager.q_network(torch.from_numpy(obs)).argmax(1)
+    assert 0 < greedy.sum() < len(obs)  # both actions occur
+    for agent in (eager, compiled):
+        assert torch.equal(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), greedy)
     _no_history(compiled)
 
 
@@ -216,33 +216,32 @@ def test_no_autograd_history_in_kept_tensors():
         _no_history(agent)
 
 
-# ---------------------------------------------------------------- the epsilon schedule
-def test_epsilon_schedule_is_cleanrls_at_every_step():
-    """The fast loop's epsilon comes from the policy's device step counter: fed observations as the loop feeds them,
-    one call per loop step, it equals CleanRL's linear_schedule at every step, from the first to after the end."""
-    base, fast = load_script(BASE), load_script(FAST)
-    for num_envs in (1, 3):
-        args = fast.Args(total_timesteps=60, exploration_fraction=0.5, start_e=0.9, end_e=0.1, buffer_size=100)
-        agent = fast.make_dqn(args, OBS_DIM, N_ACTIONS, torch.device("cpu"))
-        obs = np.zeros((num_envs, OBS_DIM), np.float32)
-        for global_step in range(0, 60, num_envs):
-            actions, epsilon, _ = agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True))
-            assert actions.shape == (num_envs,) and actions.dtype == torch.int64
-            assert epsilon.item() == pytest.approx(base.linear_schedule(0.9, 0.1, 30.0, global_step), abs=1e-12), global_step
+# ---------------------------------------------------------------- acting: the epsilon schedule, random and greedy steps
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_the_fast_loop_acts_as_the_baseline_on_cleanrls_schedule(num_envs, tmp_path, monkeypatch):
+    """Both files' real loops, before learning starts (the networks stay as seeded): epsilon is CleanRL's
+    linear_schedule at every step, from the first to after its end, and the fast file sends the env the baseline's
+    actions step for step, the random ones and the greedy ones."""
+    import gymnasium as gym
 
-
-@pytest.mark.parametrize("eps,explores", [(0.0, False), (1.0, True)])
-def test_epsilon_greedy_acts_greedily_or_at_random(eps, explores):
-    torch.manual_seed(0)
-    agent = _make(load_script(FAST), start_e=eps, end_e=eps)
-    obs = torch.randn(500, OBS_DIM)
-    actions, _, greedy_actions = agent.policy(obs)
-    greedy = agent.q_network(obs).argmax(1)
-    assert torch.equal(greedy_actions, greedy)  # the deterministic policy evaluation uses, whatever epsilon is
-    if explores:  # uniform over the actions, whatever the network says
-        assert 0.4 < (actions == greedy).float().mean() < 0.6 and set(actions.tolist()) == {0, 1}
-    else:
-        assert torch.equal(actions, greedy)
+    flags = ["--num-envs", num_envs, "--total-timesteps", 90 * num_envs, "--exploration-fraction", 0.5, "--start-e", 0.9,
+             "--end-e", 0.1, "--learning-starts", 10**6, "--log-interval", 1, "--no-cuda"]
+    step, runs = gym.vector.SyncVectorEnv.step, {}
+    for script in (BASE, FAST):
+        sent = []
+        monkeypatch.setattr(gym.vector.SyncVectorEnv, "step", lambda self, actions: sent.append(actions.copy()) or step(self, actions))
+        (tmp_path / script).mkdir()
+        run_in_process(script, *flags, tmp_path=tmp_path / script, monkeypatch=monkeypatch)
+        rows = read_metrics({"_run_dir": next((tmp_path / script / "runs").iterdir())})
+        runs[script] = np.stack(sent), [(int(r["global_step"]), float(r["epsilon"])) for r in rows]
+    base = load_script(BASE)
+    steps, epsilons = zip(*runs[FAST][1])
+    assert list(steps) == list(range(num_envs, 90 * num_envs + 1, num_envs))  # a row per loop step: every epsilon seen
+    # the row at steps_done logs the epsilon of the loop step that began at steps_done - num_envs
+    assert list(epsilons) == pytest.approx([base.linear_schedule(0.9, 0.1, 45 * num_envs, s - num_envs) for s in steps], abs=1e-12)
+    assert epsilons[0] == pytest.approx(0.9) and epsilons[-1] == pytest.approx(0.1)
+    assert runs[FAST][1] == runs[BASE][1]
+    assert runs[FAST][0].shape == (90, num_envs) and np.array_equal(runs[FAST][0], runs[BASE][0])
 
 
 # ---------------------------------------------------------------- truncation and termination
@@ -369,17 +368,9 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_
     _assert_params_close(_state(graphed), _state(eager), "parameters", steps=5)
     _copy_params(eager, graphed)
     obs = np.random.default_rng(1).normal(size=(3, OBS_DIM)).astype(np.float32)
-    outs = {}
-    for name, agent in (("eager", eager), ("graphed", graphed)):
-        agent.step.fill_(5)
-        torch.manual_seed(7)
-        outs[name] = [torch.cat([a.double(), e.view(1)]) for a, e, _ in
-                      (agent.policy(torch.from_numpy(obs).to(device, non_blocking=True)) for _ in range(6))]
-    # the warm-up calls draw from the same generator as eager; the replays advance it by the same amount (philox)
-    _assert_close(outs["graphed"][:2], outs["eager"][:2], "policy during warm-up", rtol=0, atol=1e-12)
-    epsilons = lambda o: [x[-1].item() for x in o]
-    assert epsilons(outs["graphed"]) == pytest.approx(epsilons(outs["eager"]), abs=1e-12)  # the device counter, replayed
-    assert graphed.step.item() == eager.step.item() == 5 + 6 * 3
+    greedy = eager.q_network(torch.from_numpy(obs).to(device)).argmax(1)
+    for _ in range(6):  # warm-up (and compilation), capture, replays
+        assert torch.equal(graphed.policy(torch.from_numpy(obs).to(device, non_blocking=True)), greedy)
 
 
 @pytest.mark.gpu
@@ -394,7 +385,7 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     obs = np.random.default_rng(0).normal(size=(1, OBS_DIM)).astype(np.float32)
 
     def step():
-        actions, epsilon, _ = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+        actions = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
         agent.rb.add(obs, obs, np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
         loss, q = agent.update()
         agent.update_target()
@@ -416,15 +407,14 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
 @pytest.mark.parametrize("flags", [pytest.param({"cudagraphs": True}, id="cudagraphs"),
                                    pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile)])
 def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
-    """A replayed graph must not replay frozen draws: the policy's coin flips and random actions, and the update's
-    sampled indices, are new on every call, with the eager code's mean and spread."""
+    """A replayed graph must not replay frozen draws: the update's sampled indices are new on every call, with the
+    eager code's mean and spread. (The policy draws nothing: the coin and the random actions are the host's.)"""
     module = load_script(FAST)
     device, n = torch.device("cuda"), 256
-    obs = torch.randn(8, OBS_DIM, device=device)
     out = []
     for f in [{}, flags]:  # eager, then graphed, from the same parameters and the same buffer
         torch.manual_seed(0)
-        agent = module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, start_e=0.5, end_e=0.5, **f), OBS_DIM, N_ACTIONS, device)
+        agent = module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **f), OBS_DIM, N_ACTIONS, device)
         _fill(agent)
         kept = [t.detach().clone() for t in agent.q_network.parameters()]
 
@@ -433,12 +423,9 @@ def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
                 torch._foreach_copy_(list(agent.q_network.parameters()), kept)
             return agent.update()
 
-        draws = []
-        for fn in (lambda: agent.policy(obs)[0], lambda: torch.stack(update())):
-            x = torch.stack([fn().double() for _ in range(n)]).cpu()
-            assert (x[1:] != x[:-1]).any(1).float().mean() > 0.9, "calls repeat the same draws"
-            draws.append(x)
-        out.append(draws)
-    for graphed, eager in zip(out[1], out[0]):
-        se = ((graphed.var(0) + eager.var(0)) / n).sqrt()
-        assert ((graphed.mean(0) - eager.mean(0)).abs() <= 6 * se + 1e-6).all(), (graphed.mean(0), eager.mean(0))
+        x = torch.stack([torch.stack(update()).double() for _ in range(n)]).cpu()
+        assert (x[1:] != x[:-1]).any(1).float().mean() > 0.9, "calls repeat the same draws"
+        out.append(x)
+    eager, graphed = out
+    se = ((graphed.var(0) + eager.var(0)) / n).sqrt()
+    assert ((graphed.mean(0) - eager.mean(0)).abs() <= 6 * se + 1e-6).all(), (graphed.mean(0), eager.mean(0))

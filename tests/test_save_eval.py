@@ -77,7 +77,7 @@ ACT = {
     "sac_continuous_action": (lambda v, o: v["actor"].get_action(o)[2], lambda v, o: v["sac"].policy(o)[1]),
     "td3_continuous_action": (lambda v, o: v["actor"](o), lambda v, o: v["td3"].policy(o)[1]),
     "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["policy"](o)[1]),
-    "dqn": (lambda v, o: v["q_network"](o).argmax(1), lambda v, o: v["dqn"].policy(o)[2]),
+    "dqn": (lambda v, o: v["q_network"](o).argmax(1), lambda v, o: v["dqn"].policy(o)),
     "ppo_atari": (lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1), lambda v, o: v["policy"](o)[3]),
 }
 
