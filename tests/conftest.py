@@ -23,6 +23,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """A test that runs a script's main() in this process leaves torch's thread count as it found it (the fast DQN
+    sets one thread on a CPU)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def run_script(script, *flags, tmp_path, expect_ok=True, timeout=1200):
     """Run `scripts/<script>.py` in a subprocess (cwd tmp_path); return (CompletedProcess, summary dict or None)."""
     out = tmp_path / "runs"
