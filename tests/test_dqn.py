@@ -102,6 +102,18 @@ def _steps(agent, n=3):
     return outs
 
 
+def _shaken_greedy(src, dst, device="cpu"):
+    """Shake src's Q-network (so that both actions win somewhere), copy it into dst; return observations as the loop
+    feeds them (numpy) and the arg-max of the shaken Q-network on them."""
+    with torch.no_grad():
+        torch._foreach_add_(list(src.q_network.parameters()), [torch.randn_like(p) for p in src.q_network.parameters()])
+    _copy_params(src, dst)
+    obs = np.random.default_rng(1).normal(size=(64, OBS_DIM)).astype(np.float32)
+    greedy = src.q_network(torch.from_numpy(obs).to(device)).argmax(1)
+    assert 0 < greedy.sum() < len(obs)  # both actions occur
+    return obs, greedy
+
+
 def _assert_close(a, b, what, rtol=1e-4, atol=1e-5):
     for x, y in zip(a, b, strict=True):
         torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
@@ -192,14 +204,7 @@ def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
         _fill(agent)
     _assert_close(_steps(compiled), _steps(eager), "update outputs")
     _assert_params_close(_state(compiled), _state(eager), "parameters")
-    # the greedy policy, from the same (shaken, so that both actions win somewhere) parameters: the arg-max of the
-    # Q-network, fed numpy as the loop feeds it
-    with torch.no_grad():
-        torch._foreach_add_(list(eager.q_network.parameters()), [torch.randn_like(p) for p in eager.q_network.parameters()])
-    _copy_params(eager, compiled)
-    obs = np.random.default_rng(1).normal(size=(64, OBS_DIM)).astype(np.float32)
-    greedy = eager.q_network(torch.from_numpy(obs)).argmax(1)
-    assert 0 < greedy.sum() < len(obs)  # both actions occur
+    obs, greedy = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
     for agent in (eager, compiled):
         assert torch.equal(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), greedy)
     _no_history(compiled)
@@ -366,9 +371,7 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_
     # 5 updates: the first ones warm up (and compile) and capture, the last ones replay the graph
     _assert_close(_steps(graphed, n=5), _steps(eager, n=5), "update outputs", rtol=1e-3, atol=1e-4)
     _assert_params_close(_state(graphed), _state(eager), "parameters", steps=5)
-    _copy_params(eager, graphed)
-    obs = np.random.default_rng(1).normal(size=(3, OBS_DIM)).astype(np.float32)
-    greedy = eager.q_network(torch.from_numpy(obs).to(device)).argmax(1)
+    obs, greedy = _shaken_greedy(eager, graphed, device)
     for _ in range(6):  # warm-up (and compilation), capture, replays
         assert torch.equal(graphed.policy(torch.from_numpy(obs).to(device, non_blocking=True)), greedy)
 
