@@ -167,345 +167,161 @@ while [ $# -gt 0 ]; do
 done
 
 # ---------------------------------------------------------------------------------------------------------------
-# Aggregation: summary.json and metrics.csv files -> results.csv, results.md, PNGs. Reads runs.tsv where there is
-# one (it knows the runs that left no summary.json) and also every summary.json found under the folder.
+# Aggregation: summary.json and metrics.csv files -> results.csv, results.md, PNGs, with pandas and matplotlib
+# (requirements/requirements-dev.txt). Reads runs.tsv where there is one (it knows the runs that left no summary.json)
+# and also every summary.json found under the folder.
 aggregate() { # dir
     MPLBACKEND=Agg "$PYTHON" - "$1" <<'PY'
-import csv
-import json
-import math
-import pathlib
-import statistics
-import sys
+import json, os, pathlib, sys
+
+import matplotlib.pyplot as plt
+import pandas as pd
 
 out = pathlib.Path(sys.argv[1]).resolve()
 ALGOS = ["ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action", "dqn"]
 VARIANTS = ["baseline", "fast", "compile", "cudagraphs", "compile_cudagraphs"]
-SUFFIX = "_torchcompile"
+COLORS = {v: f"C{i}" for i, v in enumerate(VARIANTS)}  # matplotlib's default colours (tab10)
+COLUMNS = ("algorithm variant seed status env_id sps episodic_return episodes global_step total_timesteps wall_time_s warmup_s compile cudagraphs "
+           "device gpu_name cpu_count torch_version script exit_code error run_dir log command").split()
 
 
-def algorithm_of(script):
-    return script[: -len(SUFFIX)] if script.endswith(SUFFIX) else script
-
-
-def variant_of(summary):
-    if not summary.get("script", "").endswith(SUFFIX):
-        return "baseline"
-    c, g = bool(summary.get("compile")), bool(summary.get("cudagraphs"))
-    return {(False, False): "fast", (True, False): "compile", (False, True): "cudagraphs", (True, True): "compile_cudagraphs"}[(c, g)]
-
-
-def rel(path):
-    try:
-        return str(pathlib.Path(path).resolve().relative_to(out))
-    except ValueError:
-        return str(path)
-
-
-def log_tail(path, n=20):
-    try:
-        lines = pathlib.Path(path).read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    # progress-bar redraws use \r: keep what the terminal would show last on each line
+def log_tail(log, n=20):  # progress-bar redraws use \r: keep what the terminal would show last on each line
+    lines = (out / log).read_text(errors="replace").splitlines() if log and (out / log).is_file() else []
     return [line.split("\r")[-1].rstrip() for line in lines][-n:]
 
 
-def load_summary(path):
+def add_summary(rec, path):  # rec (a runs.tsv row, or {}) with the run's summary.json; what runs.tsv says wins
+    seen.add(path.resolve())
+    rec["run_dir"] = os.path.relpath(path.parent, out)
     try:
-        return json.loads(pathlib.Path(path).read_text())
+        s = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        return {"_error": f"unreadable summary.json: {e}"}
+        return {"algorithm": "?", "variant": "?", **rec, "status": "failed", "error": f"unreadable summary.json: {e}"}
+    args = s.get("args") or {}  # every flag; older summaries also had env_id, seed, compile and cudagraphs at the top level
+    flags = {k: args.get(k, s.get(k, no)) for k, no in dict(env_id=None, seed=None, compile=False, cudagraphs=False, total_timesteps=None).items()}
+    algorithm = s.get("script", "?").removesuffix("_torchcompile")
+    variant = "baseline" if s.get("script") == algorithm else "_".join(k for k in ["compile", "cudagraphs"] if flags[k]) or "fast"
+    return {k: s[k] for k in COLUMNS if k in s} | flags | {"algorithm": algorithm, "variant": variant, "status": s.get("status") or "unknown"} | rec
 
 
-SUMMARY_FIELDS = ["env_id", "sps", "episodic_return", "episodes", "global_step", "wall_time_s", "warmup_s", "compile",
-                  "cudagraphs", "device", "gpu_name", "cpu_count", "torch_version", "script"]
+# runs.tsv knows the runs that left no summary.json; any other summary.json under the folder is a run too
 records, seen = [], set()
+if (out / "runs.tsv").is_file():
+    for row in pd.read_csv(out / "runs.tsv", sep="\t", dtype=str, keep_default_na=False).astype({"seed": int}).to_dict("records"):
+        summary = out / row["summary"]
+        records.append(add_summary(row, summary) if row["summary"] and summary.is_file() else row)
+records += [add_summary({}, path) for path in sorted(out.rglob("summary.json")) if path.resolve() not in seen]
+for rec in [r for r in records if r["status"] != "finished"]:  # why: its script is missing, or the last line its log shows
+    lines = [line for line in log_tail(rec.get("log")) if line.strip()] or [""]
+    rec.setdefault("error", ("script not found: " + rec["command"]) if rec["status"] == "missing" else lines[-1][:300])
 
+runs = pd.DataFrame(records, columns=COLUMNS, dtype=object).fillna(dict.fromkeys(["exit_code", "error", "run_dir", "log", "command"], ""))
+# rows: algorithms and variants in the order above (other names after them, by name), then seeds
+rank = {name: i for i, name in enumerate(dict.fromkeys(ALGOS + VARIANTS + sorted({*runs.algorithm, *runs.variant})))}
+runs = runs.sort_values(["algorithm", "variant", "seed"], key=lambda c: pd.to_numeric(c, errors="coerce").fillna(0) if c.name == "seed" else c.map(rank))
+runs.to_csv(out / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
 
-def from_summary(rec, path):
-    s = load_summary(path)
-    seen.add(pathlib.Path(path).resolve())
-    rec["run_dir"] = rel(pathlib.Path(path).parent)
-    if "_error" in s:
-        rec["status"], rec["error"] = "failed", s["_error"]
-        return rec
-    for k in SUMMARY_FIELDS:
-        rec[k] = s.get(k)
-    rec["total_timesteps"] = (s.get("args") or {}).get("total_timesteps")
-    rec.setdefault("algorithm", algorithm_of(s.get("script", "?")))
-    rec.setdefault("variant", variant_of(s))
-    rec.setdefault("seed", s.get("seed"))
-    rec.setdefault("status", s.get("status") or "unknown")
-    return rec
+# per algorithm and variant: steps/s median and range, return mean and std, over the runs that finished
+keys = ["algorithm", "variant"]
+done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float})
+stats = runs[keys + ["status"]].join(done[["sps", "episodic_return", "env_id", "total_timesteps"]]).groupby(keys, sort=False).agg(
+    runs=("status", "size"), finished=("status", lambda s: s.eq("finished").sum()), seeds=("sps", lambda s: s.dropna().tolist()),
+    median=("sps", "median"), low=("sps", "min"), high=("sps", "max"), rets=("episodic_return", "count"), ret_mean=("episodic_return", "mean"),
+    ret_std=("episodic_return", "std"), env=("env_id", lambda ids: ", ".join(sorted(set(ids.dropna()) - {""}))),
+    steps=("total_timesteps", lambda ts: "/".join(f"{t:,}" for t in sorted(set(ts.dropna()))))).reset_index()
+baseline = stats[stats.variant == "baseline"].set_index("algorithm")["median"]
+stats["speedup"] = stats["median"] / stats.algorithm.map(baseline)  # a ratio of medians
 
+machine = json.loads((out / "machine.json").read_text()) if (out / "machine.json").is_file() else {}
+bench = json.loads((out / "bench.json").read_text()) if (out / "bench.json").is_file() else {}
+cpus = "/".join(sorted({str(c) for c in runs.cpu_count.dropna() if c})) or "?"
+device = ", ".join(sorted({g for g in runs.gpu_name.dropna() if g})) or f"CPU, {cpus} cores"  # what the runs say
+if machine:  # what machine.json says, where there is one
+    device = machine.get("gpu") or f"CPU only, {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores"
 
-manifest = out / "runs.tsv"
-if manifest.is_file():
-    with open(manifest, newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            rec = {"algorithm": row["algorithm"], "variant": row["variant"], "seed": int(row["seed"]), "status": row["status"],
-                   "exit_code": row["exit_code"], "log": row["log"], "command": row["command"]}
-            if row["summary"] and (out / row["summary"]).is_file():
-                from_summary(rec, out / row["summary"])
-            records.append(rec)
-for path in sorted(out.rglob("summary.json")):
-    if path.resolve() not in seen:
-        records.append(from_summary({}, path))
+for a, rows in stats.groupby("algorithm", sort=False):
+    # steps/s: one bar per variant (median), whiskers (min..max), dots (seeds), the speed-up above
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")
+    ax.bar(range(len(rows)), rows["median"], yerr=[(rows["median"] - rows.low).to_numpy(), (rows.high - rows["median"]).to_numpy()],
+           capsize=4, color=[COLORS.get(v, "grey") for v in rows.variant], alpha=0.8)
+    for i, st in enumerate(rows.itertuples()):
+        ax.scatter([i] * len(st.seeds), st.seeds, color="black", s=10, zorder=3)
+        if pd.isna(st.median):
+            ax.text(i, 0, "no finished run", ha="center", va="bottom", rotation=90, fontsize=8)
+        elif pd.notna(st.speedup):
+            ax.annotate(f"{st.speedup:.2f}x", (i, st.high), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
+    ax.set_xticks(range(len(rows)), rows.variant, rotation=15)
+    ax.set(ylabel="steps/s (median, range over seeds)", ylim=(0, None))
+    ax.set_title(f"{a}\n{device}", fontsize=9)
+    fig.savefig(out / f"sps_{a}.png", dpi=100)
+    # learning curves: return against steps and against wall time, one line per run
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="tight")
+    labelled = set()
+    for run in runs[(runs.algorithm == a) & (runs.run_dir != "")].itertuples():
+        try:
+            m = pd.read_csv(out / run.run_dir / "metrics.csv").reindex(columns=["global_step", "wall_time_s", "episodic_return"])
+        except (OSError, ValueError):  # no metrics.csv, or an empty or broken one
+            continue
+        m = m.apply(pd.to_numeric, errors="coerce").dropna(subset=["global_step", "episodic_return"])
+        style = dict(color=COLORS.get(run.variant, "grey"), alpha=0.8, lw=1.2, marker="." if len(m) < 30 else None)
+        if len(m):
+            axes[0].plot(m.global_step, m.episodic_return, label=None if run.variant in labelled else run.variant, **style)
+            axes[1].plot(m.wall_time_s, m.episodic_return, **style)
+            labelled.add(run.variant)
+    for axis, xlabel in zip(axes, ["environment steps", "wall time (s)"]):
+        axis.set(xlabel=xlabel, ylabel="episodic return (last 20 episodes)")
+        axis.grid(alpha=0.3)
+        axis.text(0.5, 0.5, "" if labelled else "no episode finished", ha="center", va="center", transform=axis.transAxes)
+    if labelled:
+        axes[0].legend(fontsize=8)
+    fig.suptitle(f"{a}: {device}", fontsize=9)
+    fig.savefig(out / f"curves_{a}.png", dpi=100)
+    plt.close("all")
 
-for rec in records:
-    if rec["status"] != "finished" and not rec.get("error"):
-        if rec["status"] == "missing":
-            rec["error"] = "script not found: " + rec.get("command", "")
-        else:
-            tail = [l for l in log_tail(out / rec["log"]) if l.strip()] if rec.get("log") else []
-            rec["error"] = tail[-1][:300] if tail else ""
-
-
-def order(rec):
-    a, v = rec["algorithm"], rec["variant"]
-    return (ALGOS.index(a) if a in ALGOS else len(ALGOS), a, VARIANTS.index(v) if v in VARIANTS else len(VARIANTS), v,
-            rec.get("seed") if isinstance(rec.get("seed"), int) else 0)
-
-
-records.sort(key=order)
-
-# ---- results.csv
-COLUMNS = ["algorithm", "variant", "seed", "status", "env_id", "sps", "episodic_return", "episodes", "global_step",
-           "total_timesteps", "wall_time_s", "warmup_s", "compile", "cudagraphs", "device", "gpu_name", "cpu_count",
-           "torch_version", "script", "exit_code", "error", "run_dir", "log", "command"]
-with open(out / "results.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(COLUMNS)
-    for rec in records:
-        w.writerow(["" if rec.get(c) is None else rec.get(c) for c in COLUMNS])
-
-
-# ---- statistics per algorithm and variant
-def fmt_sps(x, ref=None):  # one precision per row, set by its median
-    return f"{x:,.0f}" if (x if ref is None else ref) >= 100 else f"{x:,.1f}"
-
-
-def fmt_ret(x):
-    return f"{x:,.1f}"
-
-
-groups = {}
-for rec in records:
-    groups.setdefault((rec["algorithm"], rec["variant"]), []).append(rec)
-stats = {}
-for key, recs in groups.items():
-    done = [r for r in recs if r["status"] == "finished"]
-    sps = [float(r["sps"]) for r in done if r.get("sps") is not None]
-    rets = [float(r["episodic_return"]) for r in done if r.get("episodic_return") is not None]
-    steps = sorted({r["total_timesteps"] for r in done if r.get("total_timesteps") is not None})
-    stats[key] = {
-        "runs": len(recs), "finished": len(done), "env": sorted({r["env_id"] for r in done if r.get("env_id")}),
-        "sps": sps, "median": statistics.median(sps) if sps else None, "rets": rets, "steps": steps,
-        "ret_mean": statistics.fmean(rets) if rets else None, "ret_std": statistics.stdev(rets) if len(rets) >= 2 else None,
-    }
-for (a, v), st in stats.items():
-    base = stats.get((a, "baseline"), {}).get("median")
-    st["speedup"] = st["median"] / base if st["median"] is not None and base else None
-
-# ---- plots
-algorithms = []
-for rec in records:
-    if rec["algorithm"] not in algorithms:
-        algorithms.append(rec["algorithm"])
-machine = {}
-if (out / "machine.json").is_file():
-    machine = json.loads((out / "machine.json").read_text())
-bench = {}
-if (out / "bench.json").is_file():
-    bench = json.loads((out / "bench.json").read_text())
-
-
-def device_label():
-    if machine:
-        return machine.get("gpu") or f"CPU only, {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores"
-    gpus = sorted({r["gpu_name"] for r in records if r.get("gpu_name")})
-    if gpus:
-        return ", ".join(gpus)
-    cpus = sorted({str(r["cpu_count"]) for r in records if r.get("cpu_count")})
-    return f"CPU, {'/'.join(cpus) or '?'} cores"
-
-
-plots = {}
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    plt = None
-    print("run.sh: matplotlib is not installed (pip install -r requirements/requirements-dev.txt): no plots", file=sys.stderr)
-
-if plt is not None:
-    colors = {v: plt.get_cmap("tab10")(i) for i, v in enumerate(VARIANTS)}
-    for a in algorithms:
-        vs = sorted({v for (aa, v) in stats if aa == a}, key=lambda v: (VARIANTS.index(v) if v in VARIANTS else 99, v))
-        # steps/s: one bar per variant (median), whiskers (min..max), dots (seeds)
-        fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(vs), 4))
-        for i, v in enumerate(vs):
-            st = stats[(a, v)]
-            if st["median"] is None:
-                ax.text(i, 0, "no finished run", ha="center", va="bottom", rotation=90, fontsize=8)
-                continue
-            lo, hi = min(st["sps"]), max(st["sps"])
-            ax.bar(i, st["median"], color=colors.get(v, "grey"), alpha=0.8,
-                   yerr=[[st["median"] - lo], [hi - st["median"]]], capsize=4)
-            ax.scatter([i] * len(st["sps"]), st["sps"], color="black", s=10, zorder=3)
-            if st["speedup"] is not None:
-                ax.annotate(f"{st['speedup']:.2f}x", (i, hi), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
-        ax.set_xticks(range(len(vs)))
-        ax.set_xticklabels(vs, rotation=15)
-        ax.set_ylabel("steps/s (median, range over seeds)")
-        ax.set_ylim(bottom=0)
-        ax.margins(y=0.15)
-        ax.set_title(f"{a}\n{device_label()}", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(out / f"sps_{a}.png", dpi=100)
-        plt.close(fig)
-        # learning curves: return against steps and against wall time, one line per run
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        labelled, any_points = set(), False
-        for rec in records:
-            if rec["algorithm"] != a or not rec.get("run_dir"):
-                continue
-            path = out / rec["run_dir"] / "metrics.csv"
-            if not path.is_file():
-                continue
-            xs, ts, ys = [], [], []
-            with open(path, newline="") as f:
-                for row in csv.DictReader(f):
-                    try:
-                        y = float(row.get("episodic_return") or "nan")
-                        x = float(row["global_step"])
-                        t = float(row.get("wall_time_s") or "nan")
-                    except (KeyError, ValueError):
-                        continue
-                    if not math.isnan(y):
-                        xs.append(x), ts.append(t), ys.append(y)
-            if not ys:
-                continue
-            any_points = True
-            v = rec["variant"]
-            kw = dict(color=colors.get(v, "grey"), alpha=0.8, lw=1.2, label=None if v in labelled else v,
-                      marker="." if len(ys) < 30 else None)
-            labelled.add(v)
-            axes[0].plot(xs, ys, **kw)
-            if not all(math.isnan(t) for t in ts):
-                axes[1].plot(ts, ys, **{**kw, "label": None})
-        axes[0].set_xlabel("environment steps")
-        axes[1].set_xlabel("wall time (s)")
-        for axis in axes:
-            axis.set_ylabel("episodic return (last 20 episodes)")
-            axis.grid(alpha=0.3)
-            if not any_points:
-                axis.text(0.5, 0.5, "no episode finished", ha="center", va="center", transform=axis.transAxes)
-        if labelled:
-            axes[0].legend(fontsize=8)
-        fig.suptitle(f"{a}: {device_label()}", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(out / f"curves_{a}.png", dpi=100)
-        plt.close(fig)
-        plots[a] = [f"sps_{a}.png", f"curves_{a}.png"]
-
-# ---- results.md
-n_fin = sum(r["status"] == "finished" for r in records)
-by_status = {}
-for r in records:
-    by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-md = ["# Benchmark results", ""]
-md.append(f"{len(records)} runs: " + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) + ".")
-if bench.get("command"):
-    md.append(f"Made with `{bench['command']}`" + (f", started {bench['started']}" if bench.get("started") else "") + ".")
+md = ["# Benchmark results", "", f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in sorted(runs.status.value_counts().items())) + "."]
+md += [f"Made with `{bench['command']}`" + (f", started {bench['started']}" if bench.get("started") else "") + "."] if bench.get("command") else []
 md.append("")
 if bench.get("quick"):
-    md.append("**Budgets: `--quick`**, tiny runs for a smoke test (flags below); these steps/s and returns are NOT "
-              "representative of the default budgets.")
+    md.append("**Budgets: `--quick`**, tiny runs for a smoke test (flags below); these steps/s and returns are NOT representative of the default budgets.")
 elif bench.get("total_timesteps") or bench.get("extra"):
-    md.append("**Budgets: not the defaults**: " + " ".join(filter(None, [
-        f"--total-timesteps {bench['total_timesteps']}" if bench.get("total_timesteps") else "",
-        " ".join(bench.get("extra") or [])])) + " (the steps column gives each run's budget).")
+    changed = [f"--total-timesteps {bench['total_timesteps']}" if bench.get("total_timesteps") else "", *(bench.get("extra") or [])]
+    md.append(f"**Budgets: not the defaults**: {' '.join(filter(None, changed))} (the steps column gives each run's budget).")
 elif bench:
     md.append("Budgets: the scripts' defaults.")
-if bench.get("budgets"):
-    for a, flags in bench["budgets"].items():
-        if flags:
-            md.append(f"- `{a}`: `{flags}`")
-md.append("")
-md.append("## Machine")
-md.append("")
-if machine:
-    for k, v in machine.items():
-        md.append(f"- {k}: {v if v not in (None, '') else 'none'}")
-else:
-    md.append(f"- not recorded (no machine.json); the runs say: {device_label()}")
-md.append("")
-md.append("## Steps per second and final return")
-md.append("")
-md.append("| algorithm | variant | env | steps | runs | steps/s median | steps/s range | speed-up | episodic return |")
-md.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for a in algorithms:
-    for (aa, v), st in sorted(((k, s) for k, s in stats.items() if k[0] == a),
-                              key=lambda kv: (VARIANTS.index(kv[0][1]) if kv[0][1] in VARIANTS else 99, kv[0][1])):
-        med = fmt_sps(st["median"]) if st["median"] is not None else "–"
-        rng = f"{fmt_sps(min(st['sps']), st['median'])}–{fmt_sps(max(st['sps']), st['median'])}" if st["sps"] else "–"
-        spd = f"{st['speedup']:.2f}x" if st["speedup"] is not None else "–"
-        if st["ret_mean"] is None:
-            ret = "–"
-        elif st["ret_std"] is None:
-            ret = f"{fmt_ret(st['ret_mean'])} (1 run)"
-        else:
-            ret = f"{fmt_ret(st['ret_mean'])} ± {fmt_ret(st['ret_std'])}"
-        if st["rets"] and len(st["rets"]) < st["finished"]:
-            ret += f" ({len(st['rets'])} of {st['finished']} runs had a finished episode)"
-        steps = "/".join(f"{s:,}" for s in st["steps"]) or "–"
-        md.append(f"| {a} | {v} | {', '.join(st['env']) or '–'} | {steps} | {st['finished']}/{st['runs']} | {med} | {rng} "
-                  f"| {spd} | {ret} |")
-md.append("")
-md.append("- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of "
-          "each run; median and range (min–max) over the seeds that finished.")
-md.append("- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.")
-md.append("- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation "
-          "over seeds.")
-md.append("- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
-          "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`.")
-md.append("")
-if plots:
-    md.append("## Plots")
+md += [f"- `{a}`: `{flags}`" for a, flags in (bench.get("budgets") or {}).items() if flags]
+md += ["", "## Machine", ""] + [f"- {k}: {'none' if v in (None, '') else v}" for k, v in machine.items()]
+md += [] if machine else [f"- not recorded (no machine.json); the runs say: {device}"]
+md += ["", "## Steps per second and final return", "",
+       "| algorithm | variant | env | steps | runs | steps/s median | steps/s range | speed-up | episodic return |", "| --- " * 9 + "|"]
+for st in stats.itertuples():
+    fmt = "{:,.0f}".format if st.median >= 100 else "{:,.1f}".format  # one precision per row, set by its median
+    sps = f"{fmt(st.median)} | {fmt(st.low)}–{fmt(st.high)}" if pd.notna(st.median) else "– | –"
+    speedup = f"{st.speedup:.2f}x" if pd.notna(st.speedup) else "–"
+    ret = "–" if not st.rets else f"{st.ret_mean:,.1f} (1 run)" if st.rets == 1 else f"{st.ret_mean:,.1f} ± {st.ret_std:,.1f}"
+    if 0 < st.rets < st.finished:
+        ret += f" ({st.rets} of {st.finished} runs had a finished episode)"
+    md.append(f"| {st.algorithm} | {st.variant} | {st.env or '–'} | {st.steps or '–'} | {st.finished}/{st.runs} | {sps} | {speedup} | {ret} |")
+md += ["", "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of each run; "
+       "median and range (min–max) over the seeds that finished.",
+       "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
+       "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
+       "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
+       "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`.", ""]
+md += ["## Plots", ""] if len(stats) else []
+for a in stats.algorithm.unique():
+    md += [f"### {a}", "", f"![sps_{a}.png](sps_{a}.png)", f"![curves_{a}.png](curves_{a}.png)", ""]
+md += ["## Runs that did not finish", ""] if (runs.status != "finished").any() else []
+for run in runs[runs.status != "finished"].itertuples():
+    md += [f"### {run.algorithm} {run.variant} seed {run.seed}: {run.status}" + (f" (exit {run.exit_code})" if run.exit_code else ""), ""]
+    md += [f"`{run.command}`", ""] if run.command else []
+    tail = log_tail(run.log)
+    if tail:
+        md += [f"End of `{run.log}`:", "", "```text", *(line.replace("```", "'''") for line in tail), "```"]
+    elif run.error:
+        md.append(run.error)
     md.append("")
-    for a, files in plots.items():
-        md.append(f"### {a}")
-        md.append("")
-        for f in files:
-            md.append(f"![{f}]({f})")
-        md.append("")
-bad = [r for r in records if r["status"] != "finished"]
-if bad:
-    md.append("## Runs that did not finish")
-    md.append("")
-    for r in bad:
-        md.append(f"### {r['algorithm']} {r['variant']} seed {r.get('seed')}: {r['status']}"
-                  + (f" (exit {r['exit_code']})" if r.get("exit_code") not in (None, "") else ""))
-        md.append("")
-        if r.get("command"):
-            md.append(f"`{r['command']}`")
-            md.append("")
-        tail = log_tail(out / r["log"]) if r.get("log") else []
-        if tail:
-            md.append(f"End of `{r['log']}`:")
-            md.append("")
-            md.append("```text")
-            md.extend(line.replace("```", "'''") for line in tail)
-            md.append("```")
-        elif r.get("error"):
-            md.append(r["error"])
-        md.append("")
 (out / "results.md").write_text("\n".join(md) + "\n")
-print(f"run.sh: {len(records)} runs ({n_fin} finished) -> {out / 'results.md'}")
+print(f"run.sh: {len(runs)} runs ({len(done)} finished) -> {out / 'results.md'}")
 PY
 }
 

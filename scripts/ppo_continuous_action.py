@@ -3,16 +3,14 @@
 # One change of substance: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
-import importlib.util
+import csv
 import json
 import os
-import platform
+import pathlib
 import random
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +36,7 @@ class Args:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
     wandb_project_name: str = "cleanRL"
     """the wandb's project name"""
-    wandb_entity: Optional[str] = None
+    wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
@@ -46,7 +44,7 @@ class Args:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: Optional[str] = None
+    eval_model: str | None = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
@@ -86,7 +84,7 @@ class Args:
     """coefficient of the value function"""
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
-    target_kl: Optional[float] = None
+    target_kl: float | None = None
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
 
 
@@ -108,6 +106,21 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes)
+    for episode in range(args.eval_episodes):
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -168,38 +181,44 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
 
 def main(args: Args):
     check_args(args)
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
-    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
+    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
+    device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
     # the true final observation; the next step only resets that env, and its row is masked out (valids).
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"), args.gamma)
+        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    action_dim = int(np.prod(envs.single_action_space.shape))
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
     # (a policy of normalized observations is useless without their statistics, CleanRL #425)
     if args.eval_model:
-        obs_rms = load_model(args.eval_model, "ppo_continuous_action", args.env_id, agent).get("obs_rms")
+        obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
         if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
-            fail("--eval-model", f"{args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
+            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
 
-    # ALGO Logic: Storage setup
+    # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
     actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
@@ -209,8 +228,6 @@ def main(args: Args):
     valids = torch.zeros((args.num_steps, args.num_envs)).to(device)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    log = RunLog(args, run_dir, device, "ppo", ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
-                                         "clipfrac", "explained_variance"], unit="iterations")
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
@@ -219,7 +236,7 @@ def main(args: Args):
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
-            log.update(global_step)  # the first iterations (compilation, graph capture) are left out of steps/s
+            log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -245,9 +262,8 @@ def main(args: Args):
                 terminations[step] = torch.Tensor(termination).to(device)
                 dones[step] = torch.Tensor(next_done).to(device)
                 next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
-
                 for i in np.flatnonzero(infos.get("_episode", [])):
-                    log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
             # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
             with torch.no_grad():
@@ -299,11 +315,7 @@ def main(args: Args):
                     newvalue = newvalue.view(-1)
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
-                        )
+                        v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                         v_loss = 0.5 * (v_loss_max * w).sum() / wsum
@@ -321,14 +333,11 @@ def main(args: Args):
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
-            valid = b_valids.cpu().numpy() > 0
-            y_pred, y_true = b_values.cpu().numpy()[valid], b_returns.cpu().numpy()[valid]
-            var_y = np.var(y_true)
-            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-
-            log.row(global_step, learning_rate=optimizer.param_groups[0]["lr"], value_loss=v_loss.item(), policy_loss=pg_loss.item(),
-                    entropy=entropy_loss.item(), old_approx_kl=old_approx_kl.item(), approx_kl=approx_kl.item(),
-                    clipfrac=float(np.mean(clipfracs)), explained_variance=float(explained_var))
+            y_pred, y_true = (x.cpu().numpy()[b_valids.cpu().numpy() > 0] for x in (b_values, b_returns))  # the valid rows
+            var_y = np.var(y_true)  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+            explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+            log.row(global_step, dict(learning_rate=optimizer.param_groups[0]["lr"], value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss,
+                                      old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=np.mean(clipfracs), explained_variance=explained_var))
     except KeyboardInterrupt:
         status = "interrupted"
     if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
@@ -342,151 +351,90 @@ def main(args: Args):
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
 
 
-# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
-    if args.env_id not in gym.registry:
-        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    env = gym.make(args.env_id)
-    env.close()  # only its spaces are wanted
-    if not isinstance(env.action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(env.action_space).__name__} action space; this PPO needs a continuous (Box) one")
-    check(args, "num_envs num_steps num_minibatches update_epochs total_timesteps", lambda v: v >= 1, "at least 1")
-    check(args, "measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
-    check(args, "target_kl", lambda v: v is None or v > 0, "positive (or left out)")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
-    if batch_size // args.num_minibatches < 2:
-        fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
-    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
-        if wanted and importlib.util.find_spec(package) is None:
-            fail(flag, f"needs {package}, which is not installed (pip install {package})")
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    elif args.total_timesteps < batch_size:
-        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
+    ranges = {"[0, inf)": "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef", "[0, 1]": "gamma gae_lambda",
+              "[1, inf)": "num_envs num_steps num_minibatches update_epochs", "(0, inf)": "learning_rate max_grad_norm target_kl",
+              f"[{args.num_envs * args.num_steps}, inf)": "total_timesteps"}  # at least one rollout
+    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+        low, high = map(float, interval[1:-1].split(","))
+        for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
+            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
+    if (batch := args.num_envs * args.num_steps) % args.num_minibatches or batch < 2 * args.num_minibatches:
+        sys.exit(f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more")
 
 
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training, with
-    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
-    env = gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env))
-    returns = []
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
-        done, episode_return = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
-            done, episode_return = terminated or truncated, episode_return + float(reward)
-        returns.append(episode_return)
-    env.close()
-    return returns
+class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+    def __init__(self, args, columns):
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
+        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        try:  # what can fail here is --track's wandb or the folder
+            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+        except (OSError, ImportError) as e:
+            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv.writeheader()
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
-
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check(args, names: str, ok, allowed: str):
-    """Each named field must pass `ok`, else the run fails naming its flag."""
-    for name in names.split():
-        if not ok(getattr(args, name)):
-            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
+        try:
+            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
+            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
-        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
-            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
-    except Exception as e:
-        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
-    fail("--eval-model", f"{path} {problem}")
+        except Exception as e:
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
 
+    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-class RunLog:
-    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
 
-    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
-        os.makedirs(run_dir, exist_ok=True)
-        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
-        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
-        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
-        print(*self.columns, sep=",", file=self.csv)
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        self.csv.writerow(row)
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
+            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
+                            for k, v in row.items() if v is not None}, step=global_step)
+        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
+            self.finish(global_step, "diverged", None, None)
+            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
 
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def update(self, global_step):
-        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
-        self.learning_start = self.learning_start or time.time()
-        if self.updates == self.args.measure_burnin:
-            self.measure_start = (time.time(), global_step)
-        self.updates += 1
-
-    def values(self, global_step):
-        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
-        t0, step0 = self.measure_start or (None, global_step)
-        mean = lambda values: float(np.mean(values)) if values else None
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
-                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
-
-    def row(self, global_step, **losses):
-        values = {**self.values(global_step), **losses}
-        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
-        self.bar.n, ret = global_step, values["episodic_return"]
-        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
-        if self.wandb:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def finish(self, global_step, status, act, model):
-        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
-        self.csv.close()
-        if args.save_model:  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
-        if args.eval_episodes and status != "interrupted":
-            try:  # Ctrl-C during the evaluation still writes the summary
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                status = "evaluated" if args.eval_model else status
-            except KeyboardInterrupt:
-                status = "interrupted"
-        summary = dict(
-            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
-            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
-            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
-            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
-            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+        except KeyboardInterrupt:
+            status = "interrupted"
+        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
+                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
-                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
-        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb:
-            self.wandb.finish()
-        print(f.name)
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
+        print(path)  # the last line printed
         if status == "interrupted":
             sys.exit(130)
 

@@ -1,20 +1,19 @@
-# PPO for continuous actions, the fast variant of ppo_continuous_action.py: the same algorithm, defaults and env
-# handling, rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are
-# independent; with neither it is the "lean eager" version. Each speed trick is named in a comment where it is used.
+# PPO for continuous actions, the fast variant of ppo_continuous_action.py: the same algorithm, defaults and learning,
+# rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
+# with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 # As in the baseline: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
-import importlib.util
+import csv
 import json
 import math
 import os
-import platform
+import pathlib
 import random
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Optional
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +22,6 @@ import torch.nn as nn
 import torch.optim as optim
 import tqdm
 import tyro
-from tensordict import from_module
 from tensordict.nn import CudaGraphModule
 
 
@@ -41,7 +39,7 @@ class Args:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
     wandb_project_name: str = "cleanRL"
     """the wandb's project name"""
-    wandb_entity: Optional[str] = None
+    wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
@@ -49,12 +47,16 @@ class Args:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: Optional[str] = None
+    eval_model: str | None = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
     measure_burnin: int = 1
     """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
+    compile: bool = False
+    """if toggled, the policy, GAE and the update are compiled with torch.compile"""
+    cudagraphs: bool = False
+    """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -89,13 +91,8 @@ class Args:
     """coefficient of the value function"""
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
-    target_kl: Optional[float] = None
+    target_kl: float | None = None
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
-
-    compile: bool = False
-    """whether to use torch.compile on the policy and the update"""
-    cudagraphs: bool = False
-    """whether to capture the policy and the update as CUDA graphs (CUDA only: on the CPU a warning, then no graphs)"""
 
 
 def make_env(env_id, idx, capture_video, video_dir, gamma):
@@ -116,6 +113,21 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes)
+    for episode in range(args.eval_episodes):
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -185,38 +197,39 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     return adv, adv + values
 
 
-def inference_copy(agent):
-    """Speed (LeanRL's trick): a copy of the agent whose parameters share storage with the agent's (so it follows
-    every update) but carry no autograd, so the rollout builds no graph and CUDA graphs accept it."""
-    agent_inference = Agent(agent.actor_mean[0].in_features, agent.actor_logstd.shape[1]).to(agent.actor_logstd.device)
-    from_module(agent).data.to_module(agent_inference)
-    return agent_inference.requires_grad_(False)  # to_module makes Parameters that would require grad
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+    var = lambda x: (w * (x - (w * x).sum() / n) ** 2).sum() / n  # noqa: E731
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
-def make_optimizer(args, agent, cudagraphs=False):
+def make_ppo(args: Args, agent, device):
+    """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
+    minibatch), compiled and/or graph-captured as asked."""
+    ppo = SimpleNamespace(agent=agent)
     # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
     # Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
     # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
-    adam = {} if args.compile else dict(capturable=True, foreach=True) if cudagraphs else dict(fused=True)
-    device = agent.actor_logstd.device
-    return optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
-
-
-def make_functions(args, agent, optimizer, cudagraphs=False):
-    """The hot functions: policy (one rollout step), gae (after the rollout), update (one minibatch); compiled
-    (args.compile) and/or graph-captured (cudagraphs)."""
-    agent_inference = inference_copy(agent)
+    adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
+    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
     def policy(obs):
-        # The sampled action and the mean one, which evaluation uses: one compiled / captured function serves both.
-        return agent_inference.get_action(obs)
+        # The acting policy is the trained agent itself (same storage, always the latest weights), run without autograd
+        # so that it can be compiled and captured on its own. It returns the sampled action and the mean one, which
+        # evaluation uses: one compiled / captured function serves both.
+        with torch.no_grad():
+            return agent.get_action(obs)
 
     def gae(next_obs, obs, actions, rewards, terminations, dones, valids):
         # Speed: the rollout's log-probs and values in one batched forward (the parameters did not change)
-        logprobs, _, values = agent_inference.evaluate(obs.flatten(0, 1), actions.flatten(0, 1))
+        with torch.no_grad():
+            logprobs, _, values = agent.evaluate(obs.flatten(0, 1), actions.flatten(0, 1))
+            # bootstrap value (next_obs is the true final observation if the last step ended an episode)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
         values = values.view(rewards.shape)
-        # bootstrap value (next_obs is the true final observation if the last step ended an episode)
-        next_value = agent_inference.get_value(next_obs).reshape(1, -1)
         advantages, returns = compute_gae(rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda)
         return logprobs, values.flatten(), advantages.flatten(), returns.flatten()
 
@@ -262,58 +275,66 @@ def make_functions(args, agent, optimizer, cudagraphs=False):
         loss.backward()
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
-        # Speed: the statistics stay on the device as one tensor, read once per iteration.
-        return torch.stack([pg_loss.detach(), v_loss.detach(), entropy_loss.detach(), old_approx_kl, approx_kl, clipfrac])
+        # Speed: the statistics stay on the device, read once per iteration
+        return dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(), old_approx_kl=old_approx_kl,
+                    approx_kl=approx_kl, clipfrac=clipfrac)
 
-    if args.compile:
-        policy = torch.compile(policy)
-        gae = torch.compile(gae)
-        update = torch.compile(update)
-    if cudagraphs:
-        policy = CudaGraphModule(policy, warmup=3 if args.compile else 2)
-        gae = CudaGraphModule(gae, warmup=3 if args.compile else 2)
-        update = CudaGraphModule(update, warmup=3 if args.compile else 2)
-    return policy, gae, update
-
-
-STATS = ["policy_loss", "value_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"]  # what update returns
+    ppo.policy, ppo.gae, ppo.update = policy, gae, update
+    if args.compile:  # Speed: torch.compile fuses the small ops of each function
+        ppo.policy = torch.compile(policy)
+        ppo.gae = torch.compile(gae)
+        ppo.update = torch.compile(update)
+    if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
+        warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
+        ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
+        ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
+        ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
+    return ppo
 
 
 def main(args: Args):
     check_args(args)
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if args.cudagraphs and not args.cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
-    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
+    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
+    device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
     # the true final observation; the next step only resets that env, and its row is masked out (valids).
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"), args.gamma)
+        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    action_dim = int(np.prod(envs.single_action_space.shape))
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
-    optimizer = make_optimizer(args, agent, args.cudagraphs)
-    policy, gae, update = make_functions(args, agent, optimizer, args.cudagraphs)
+    ppo = make_ppo(args, agent, device)
     obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
     # (a policy of normalized observations is useless without their statistics, CleanRL #425)
-    if args.eval_model:  # in place: the inference copy shares the agent's storage, so captured functions read the loaded weights
-        obs_rms = load_model(args.eval_model, "ppo_continuous_action", args.env_id, agent).get("obs_rms")
+    if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
+        obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
         if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
-            fail("--eval-model", f"{args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
+            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
 
-    # ALGO Logic: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
+    # ALGO LOGIC: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
     pin = device.type == "cuda"
     host = {k: torch.zeros(shape, pin_memory=pin) for k, shape in [
@@ -323,8 +344,6 @@ def main(args: Args):
     stage = {k: v.numpy() for k, v in host.items()}
     storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
 
-    log = RunLog(args, run_dir, device, "ppo", ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
-                                         "clipfrac", "explained_variance"], unit="iterations")
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
@@ -333,13 +352,13 @@ def main(args: Args):
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
-            log.update(global_step)  # the first iterations (compilation, graph capture) are left out of steps/s
+            log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             lrnow = args.learning_rate
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
                 lrnow = frac * args.learning_rate
-                optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
+                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
 
             with torch.no_grad():
                 for step in range(0, args.num_steps):
@@ -348,7 +367,7 @@ def main(args: Args):
                     stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
 
                     # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
-                    action = policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
+                    action = ppo.policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
                     stage["actions"][step] = action
 
                     # TRY NOT TO MODIFY: execute the game and log data.
@@ -358,13 +377,12 @@ def main(args: Args):
                     stage["terminations"][step] = termination
                     stage["dones"][step] = next_done
                     next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-
                     for i in np.flatnonzero(infos.get("_episode", [])):
-                        log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+                        log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
-                b_logprobs, b_values, advantages, returns = gae(torch.from_numpy(next_obs).to(device, non_blocking=True),
+                b_logprobs, b_values, advantages, returns = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True),
                                                                 *storage.values())
 
             # flatten the batch
@@ -372,31 +390,20 @@ def main(args: Args):
             batch = (b_obs, b_actions, b_logprobs, advantages, returns, b_values, storage["valids"].view(-1))
 
             # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
-            stats = []
+            clipfrac_sum = torch.zeros((), device=device)
             for epoch in range(args.update_epochs):
                 # Speed: the permutation is drawn on the device; no host round trip per minibatch.
                 b_inds = torch.randperm(batch_size, device=device).split(minibatch_size)
                 for mb_inds in b_inds:
-                    stats.append(update(*batch, mb_inds))
+                    out = ppo.update(*batch, mb_inds)
+                    clipfrac_sum += out["clipfrac"]
                 # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
-                if args.target_kl is not None and stats[-1][4].item() > args.target_kl:
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
                     break
 
             # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
-            with torch.no_grad():
-                w = batch[-1]
-                wsum = w.sum()
-                y_true = batch[4]
-                var_y = ((y_true - (y_true * w).sum() / wsum) ** 2 * w).sum() / wsum
-                diff = y_true - b_values
-                var_diff = ((diff - (diff * w).sum() / wsum) ** 2 * w).sum() / wsum
-                s = torch.stack(stats)
-                logged = torch.cat([s[-1], s[:, 5].mean().view(1), var_y.view(1), var_diff.view(1)]).tolist()
-            losses = dict(zip(STATS, logged[:6]))
-            losses["clipfrac"] = logged[6]
-            var_y, var_diff = logged[7], logged[8]
-            explained_var = np.nan if var_y == 0 else 1 - var_diff / var_y
-            log.row(global_step, learning_rate=lrnow, explained_variance=float(explained_var), **losses)
+            log.row(global_step, dict(out, clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches), learning_rate=lrnow,
+                                      explained_variance=explained_variance(b_values, returns, batch[-1])))
     except KeyboardInterrupt:
         status = "interrupted"
     if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
@@ -407,158 +414,94 @@ def main(args: Args):
     mean, std = obs_rms["mean"].numpy(), np.sqrt(obs_rms["var"].numpy() + 1e-8)
     normalize = lambda o: np.clip((o - mean) / std, -10, 10).astype(np.float32)
     # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
-    act = torch.no_grad()(lambda o: policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy())
+    act = lambda o: ppo.policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
 
 
-# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
-    if args.env_id not in gym.registry:
-        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    env = gym.make(args.env_id)
-    env.close()  # only its spaces are wanted
-    if not isinstance(env.action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(env.action_space).__name__} action space; this PPO needs a continuous (Box) one")
-    check(args, "num_envs num_steps num_minibatches update_epochs total_timesteps", lambda v: v >= 1, "at least 1")
-    check(args, "measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
-    check(args, "target_kl", lambda v: v is None or v > 0, "positive (or left out)")
-    batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches != 0:
-        fail("--num-minibatches", f"{args.num_minibatches} does not divide the batch --num-envs x --num-steps = {batch_size}")
-    if batch_size // args.num_minibatches < 2:
-        fail("--num-minibatches", f"minibatches of {batch_size // args.num_minibatches} row; at least 2 are needed")
-    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
-        if wanted and importlib.util.find_spec(package) is None:
-            fail(flag, f"needs {package}, which is not installed (pip install {package})")
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    elif args.total_timesteps < batch_size:
-        fail("--total-timesteps", f"{args.total_timesteps} is less than one rollout (--num-envs x --num-steps = {batch_size}): no iteration would run")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
+    ranges = {"[0, inf)": "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef", "[0, 1]": "gamma gae_lambda",
+              "[1, inf)": "num_envs num_steps num_minibatches update_epochs", "(0, inf)": "learning_rate max_grad_norm target_kl",
+              f"[{args.num_envs * args.num_steps}, inf)": "total_timesteps"}  # at least one rollout
+    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+        low, high = map(float, interval[1:-1].split(","))
+        for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
+            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
+    if (batch := args.num_envs * args.num_steps) % args.num_minibatches or batch < 2 * args.num_minibatches:
+        sys.exit(f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more")
 
 
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training, with
-    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
-    env = gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env))
-    returns = []
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
-        done, episode_return = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
-            done, episode_return = terminated or truncated, episode_return + float(reward)
-        returns.append(episode_return)
-    env.close()
-    return returns
+class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+    def __init__(self, args, columns):
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
+        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        try:  # what can fail here is --track's wandb or the folder
+            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+        except (OSError, ImportError) as e:
+            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv.writeheader()
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
-
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check(args, names: str, ok, allowed: str):
-    """Each named field must pass `ok`, else the run fails naming its flag."""
-    for name in names.split():
-        if not ok(getattr(args, name)):
-            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
+        try:
+            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
+            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
-        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
-            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
-    except Exception as e:
-        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
-    fail("--eval-model", f"{path} {problem}")
+        except Exception as e:
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
 
+    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-class RunLog:
-    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
 
-    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
-        os.makedirs(run_dir, exist_ok=True)
-        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
-        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
-        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
-        print(*self.columns, sep=",", file=self.csv)
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        self.csv.writerow(row)
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
+            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
+                            for k, v in row.items() if v is not None}, step=global_step)
+        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
+            self.finish(global_step, "diverged", None, None)
+            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
 
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def update(self, global_step):
-        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
-        self.learning_start = self.learning_start or time.time()
-        if self.updates == self.args.measure_burnin:
-            self.measure_start = (time.time(), global_step)
-        self.updates += 1
-
-    def values(self, global_step):
-        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
-        t0, step0 = self.measure_start or (None, global_step)
-        mean = lambda values: float(np.mean(values)) if values else None
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
-                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
-
-    def row(self, global_step, **losses):
-        values = {**self.values(global_step), **losses}
-        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
-        self.bar.n, ret = global_step, values["episodic_return"]
-        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
-        if self.wandb:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def finish(self, global_step, status, act, model):
-        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
-        self.csv.close()
-        if args.save_model:  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
-        if args.eval_episodes and status != "interrupted":
-            try:  # Ctrl-C during the evaluation still writes the summary
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                status = "evaluated" if args.eval_model else status
-            except KeyboardInterrupt:
-                status = "interrupted"
-        summary = dict(
-            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
-            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
-            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
-            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
-            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+        except KeyboardInterrupt:
+            status = "interrupted"
+        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
+                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
-                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
-        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb:
-            self.wandb.finish()
-        print(f.name)
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
+        print(path)  # the last line printed
         if status == "interrupted":
             sys.exit(130)
 

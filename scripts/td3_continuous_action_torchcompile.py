@@ -1,17 +1,15 @@
-# TD3 for continuous actions, the fast variant of td3_continuous_action.py: the same algorithm and defaults,
-# rewritten for speed (each trick is named where it is used). `--compile` runs the updates and the policy
-# through torch.compile; `--cudagraphs` captures them in CUDA graphs with tensordict's CudaGraphModule.
-import argparse
-import importlib.util
+# TD3 for continuous actions, the fast variant of td3_continuous_action.py: the same algorithm, defaults and learning,
+# rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
+# with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import csv
 import json
 import os
-import platform
+import pathlib
 import random
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Optional
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +36,7 @@ class Args:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
     wandb_project_name: str = "cleanRL"
     """the wandb's project name"""
-    wandb_entity: Optional[str] = None
+    wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
@@ -46,7 +44,7 @@ class Args:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: Optional[str] = None
+    eval_model: str | None = None
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
@@ -57,7 +55,7 @@ class Args:
     compile: bool = False
     """if toggled, the updates and the policy are compiled with torch.compile"""
     cudagraphs: bool = False
-    """if toggled, the updates and the policy are captured in CUDA graphs (ignored, with a warning, without CUDA)"""
+    """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -99,6 +97,20 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
         return env
 
     return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training; their returns."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
+    for episode in range(args.eval_episodes):
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
 
 
 class ReplayBuffer:
@@ -168,7 +180,7 @@ class Actor(nn.Module):
 
 def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
-    td3 = argparse.Namespace(obs_dim=obs_dim, action_dim=action_dim)
+    td3 = SimpleNamespace(obs_dim=obs_dim, action_dim=action_dim)
     td3.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
     td3.target_actor = target_actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
     target_actor.load_state_dict(actor.state_dict())
@@ -217,7 +229,8 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         q_optimizer.zero_grad()
         qf_loss.backward()
         q_optimizer.step()
-        return q_a_values.detach().mean(1), qf_losses.detach()
+        q_means, qf_losses = q_a_values.detach().mean(1), qf_losses.detach()
+        return dict(qf1_values=q_means[0], qf2_values=q_means[1], qf1_loss=qf_losses[0], qf2_loss=qf_losses[1], qf_loss=qf_losses.mean())
 
     def update_actor(batch):
         observations = batch[:, :obs_dim]
@@ -230,7 +243,7 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         # parameters (target += tau * (online - target)), inside the same compiled / graphed call.
         with torch.no_grad():
             torch._foreach_lerp_(targets, online, args.tau)
-        return actor_loss.detach()
+        return dict(actor_loss=actor_loss.detach())
 
     def policy(obs):
         # The acting policy is the trained actor itself (same storage, always the latest weights), run without
@@ -257,33 +270,40 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 def main(args: Args):
     check_args(args)
-    run_dir = os.path.join(args.output_dir, f"{args.env_id}__{os.path.basename(__file__)[:-3]}__{args.seed}__{int(time.time())}")
+    if args.eval_model:  # evaluation only: no training, no replay memory
+        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if args.cudagraphs and not args.cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+    log = RunLog(args, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss"])
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")  # check_args turned --cuda off where CUDA is missing
+    device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
     # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
     envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(run_dir, "videos"))
+        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"))
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    action_dim = int(np.prod(envs.single_action_space.shape))
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     td3 = make_td3(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
     if args.eval_model:  # in place, so that compiled and captured functions read the loaded weights
-        load_model(args.eval_model, "td3_continuous_action", args.env_id, td3.actor)
+        log.load("td3_continuous_action", td3.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    log = RunLog(args, run_dir, device, "td3", ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss"])
-    losses, status, steps_done = {}, "finished", 0
-    actor_loss = None
+    metrics, status, steps_done = {}, "finished", 0
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
@@ -300,17 +320,14 @@ def main(args: Args):
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            steps_done = global_step + args.num_envs
-            log_now = steps_done % args.log_interval < args.num_envs  # losses are read (a sync) only on these steps
-            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):
-                log.episode(infos["episode"]["r"][i], infos["episode"]["l"][i])
+                log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
             # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
             real_next_obs = next_obs.copy()
-            if "final_obs" in infos:
-                for idx in np.flatnonzero(infos["_final_obs"]):
-                    real_next_obs[idx] = np.asarray(infos["final_obs"][idx], dtype=np.float32).reshape(-1)
+            for idx in np.flatnonzero(infos.get("_final_obs", [])):
+                real_next_obs[idx] = np.asarray(infos["final_obs"][idx], dtype=np.float32).reshape(-1)
             rb.add(obs, real_next_obs, actions, rewards, terminations)
 
             # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
@@ -318,18 +335,14 @@ def main(args: Args):
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                log.update(global_step)  # the first updates (compilation, graph capture) are left out of steps/s
+                log.count_update(global_step)
                 batch = rb.sample(args.batch_size)
-                q_values_mean, qf_losses = td3.update_critic(batch)
+                metrics.update(td3.update_critic(batch))
                 if global_step % args.policy_frequency == 0:
-                    actor_loss = td3.update_actor(batch)  # the target networks are updated in there too
+                    metrics.update(td3.update_actor(batch))  # the target networks are updated in there too
 
-                if log_now:  # one sync per log interval: every value read in one transfer
-                    values = torch.cat([q_values_mean, qf_losses, *([] if actor_loss is None else [actor_loss.view(1)])]).tolist()
-                    losses = dict(zip(["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "actor_loss"], values))
-                    losses["qf_loss"] = (losses["qf1_loss"] + losses["qf2_loss"]) / 2.0
-            if log_now:
-                log.row(steps_done, **losses)
+            if steps_done % args.log_interval < args.num_envs:  # Speed: the values are read (one sync) only on these steps
+                log.row(steps_done, metrics)
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
@@ -338,146 +351,88 @@ def main(args: Args):
     log.finish(steps_done, status, act, {"agent": "td3_continuous_action", "model": td3.actor.state_dict()})
 
 
-# Plumbing, the same in every script but for the checks: bad input, evaluation, saved models, metrics and summary.
+# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
-    if args.env_id not in gym.registry:
-        fail("--env-id", f"unknown environment {args.env_id!r} (gymnasium ids such as HalfCheetah-v4, Pendulum-v1)")
-    env = gym.make(args.env_id)
-    env.close()  # only its spaces are wanted
-    if not isinstance(env.action_space, gym.spaces.Box):
-        fail("--env-id", f"{args.env_id} has a {type(env.action_space).__name__} action space; TD3 needs a continuous (Box) one")
-    check(args, "num_envs batch_size total_timesteps policy_frequency log_interval", lambda v: v >= 1, "at least 1")
-    check(args, "learning_starts measure_burnin eval_episodes", lambda v: v >= 0, "at least 0")
-    if args.buffer_size < args.batch_size:
-        fail("--buffer-size", f"{args.buffer_size} is smaller than --batch-size {args.batch_size}")
-    for flag, wanted, package in [("--track", args.track, "wandb"), ("--capture-video", args.capture_video, "moviepy")]:
-        if wanted and importlib.util.find_spec(package) is None:
-            fail(flag, f"needs {package}, which is not installed (pip install {package})")
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-    if args.eval_model:  # evaluation only: no training
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(f"error: --env-id: {args.env_id}: TD3 needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
+    ranges = {"[0, inf)": "seed learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip", "[0, 1]": "gamma",
+              "(0, 1]": "tau", "[1, inf)": "num_envs batch_size total_timesteps policy_frequency log_interval",
+              f"[{args.batch_size}, inf)": "buffer_size", "(0, inf)": "learning_rate"}
+    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+        low, high = map(float, interval[1:-1].split(","))
+        for name in names.split():
+            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
 
 
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env, seeded apart from training."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True)
-    returns = []
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=args.seed + 100_000 + episode)  # training's envs are seeded seed .. seed + num_envs - 1
-        done, episode_return = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
-            done, episode_return = terminated or truncated, episode_return + float(reward)
-        returns.append(episode_return)
-    env.close()
-    return returns
+class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+    def __init__(self, args, columns):
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
+        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        try:  # what can fail here is --track's wandb or the folder
+            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
+                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+        except (OSError, ImportError) as e:
+            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv.writeheader()
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
-
-def fail(flag: str, message: str):
-    """Bad input: one line naming the flag, a non-zero exit, before any work starts."""
-    sys.exit(f"error: {flag}: {message}")
-
-
-def check(args, names: str, ok, allowed: str):
-    """Each named field must pass `ok`, else the run fails naming its flag."""
-    for name in names.split():
-        if not ok(getattr(args, name)):
-            fail("--" + name.replace("_", "-"), f"must be {allowed}, got {getattr(args, name)}")
-
-
-def load_model(path, agent, env_id, module):
-    """Load a model.pt of this pair into `module`, in place; any other file fails with one line naming --eval-model."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if (saved["agent"], saved["env_id"]) == (agent, env_id):
+    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
+        try:
+            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
+            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
-        problem = f"holds a {saved['agent']} agent, not a {agent} one" if saved["agent"] != agent else \
-            f"was trained on {saved['env_id']}: pass --env-id {saved['env_id']}"
-    except Exception as e:
-        problem = f"is not a saved model of this agent ({type(e).__name__}: {' '.join(str(e).split())})"
-    fail("--eval-model", f"{path} {problem}")
+        except Exception as e:
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
 
+    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-class RunLog:
-    """metrics.csv, the progress bar, wandb (--track), and at the end model.pt and summary.json: apart from the algorithm."""
+    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
+        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
 
-    def __init__(self, args, run_dir, device, algo, columns, unit="updates"):
-        os.makedirs(run_dir, exist_ok=True)
-        self.args, self.run_dir, self.device, self.algo, self.unit, self.updates = args, run_dir, device, algo, unit, 0
-        self.returns, self.lengths, self.episodes = deque(maxlen=20), deque(maxlen=20), 0  # the last 20 episodes
-        self.start, self.learning_start, self.measure_start, self.end = time.time(), None, None, None
-        self.columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = open(os.path.join(run_dir, "metrics.csv"), "w")
-        print(*self.columns, sep=",", file=self.csv)
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=not sys.stderr.isatty(), unit="step", smoothing=0.05)
-        self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                             config=vars(args), name=os.path.basename(run_dir), save_code=True)
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        self.csv.writerow(row)
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
+            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
+                            for k, v in row.items() if v is not None}, step=global_step)
+        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
+            self.finish(global_step, "diverged", None, None)
+            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
 
-    def episode(self, ret, length):
-        self.returns.append(float(ret))
-        self.lengths.append(int(length))
-        self.episodes += 1
-
-    def update(self, global_step):
-        """Called before each update: the first --measure-burnin (compilation, graph capture) are left out of steps/s."""
-        self.learning_start = self.learning_start or time.time()
-        if self.updates == self.args.measure_burnin:
-            self.measure_start = (time.time(), global_step)
-        self.updates += 1
-
-    def values(self, global_step):
-        """What a metrics.csv row and summary.json share; steps/s from the end of the burn-in to now or to self.end."""
-        t0, step0 = self.measure_start or (None, global_step)
-        mean = lambda values: float(np.mean(values)) if values else None
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or time.time()) - t0) if global_step > step0 else None,
-                    episodic_return=mean(self.returns), episodic_length=mean(self.lengths), wall_time_s=time.time() - self.start)
-
-    def row(self, global_step, **losses):
-        values = {**self.values(global_step), **losses}
-        print(*["" if values.get(c) is None else values[c] for c in self.columns], sep=",", file=self.csv, flush=True)
-        self.bar.n, ret = global_step, values["episodic_return"]
-        self.bar.set_postfix(sps=f"{values['sps'] or 0:.0f}", ret="-" if ret is None else f"{ret:.1f}")
-        if self.wandb:
-            self.wandb.log({k: v for k, v in values.items() if v is not None}, step=global_step)
-
-    def finish(self, global_step, status, act, model):
-        """After training or Ctrl-C: save `model` (--save-model), evaluate `act` (--eval-episodes), write summary.json."""
+    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
-        self.csv.close()
-        if args.save_model:  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
-        if args.eval_episodes and status != "interrupted":
-            try:  # Ctrl-C during the evaluation still writes the summary
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                status = "evaluated" if args.eval_model else status
-            except KeyboardInterrupt:
-                status = "interrupted"
-        summary = dict(
-            script=os.path.basename(__file__)[:-3], algo=self.algo, env_id=args.env_id, seed=args.seed, compile=getattr(args, "compile", False),
-            cudagraphs=getattr(args, "cudagraphs", False), device=str(self.device), cpu_count=os.cpu_count(), torch_version=torch.__version__,
-            gpu_name=torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None, **self.values(global_step),
-            warmup_s=self.measure_start and self.measure_start[0] - self.learning_start, episodes=self.episodes, status=status,
-            args=asdict(args), python_version=platform.python_version(), eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None, eval_episodes=len(evals) or None)
+        try:  # Ctrl-C during the evaluation still writes the summary
+            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+        except KeyboardInterrupt:
+            status = "interrupted"
+        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
+                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps} ends " + (f"inside --measure-burnin ({args.measure_burnin} {self.unit}):"
-                  if self.updates else f"before --learning-starts {args.learning_starts}: nothing is learned and") + " steps/s is not measured", file=sys.stderr)
-        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        if self.wandb:
-            self.wandb.finish()
-        print(f.name)
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
+        print(path)  # the last line printed
         if status == "interrupted":
             sys.exit(130)
 

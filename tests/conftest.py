@@ -17,10 +17,19 @@ def pytest_collection_modifyitems(config, items):
 
     if torch.cuda.is_available():
         return
+    if selects_gpu(config.option.markexpr):  # asked for the GPU tests where there is no GPU: say so, run nothing
+        raise pytest.UsageError(f"-m {config.option.markexpr!r} selects the gpu tests, but CUDA is not available here")
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def selects_gpu(markexpr):
+    """Whether a -m expression asks for the gpu tests: `-m gpu` and `-m "gpu and not compile"` do; no -m,
+    `-m "not gpu"` and `-m compile` do not."""
+    words = markexpr.replace("(", " ").replace(")", " ").split()
+    return "gpu" in words and "not gpu" not in " ".join(words)
 
 
 @pytest.fixture(autouse=True)
@@ -68,21 +77,21 @@ def read_metrics(summary):
         return list(csv.DictReader(f))
 
 
-SUMMARY_KEYS = {"script", "algo", "env_id", "seed", "compile", "cudagraphs", "device", "gpu_name", "cpu_count", "torch_version",
-                "global_step", "sps", "wall_time_s", "warmup_s", "episodic_return", "episodes", "status", "args"}
+SUMMARY_KEYS = {"script", "algo", "device", "gpu_name", "cpu_count", "torch_version", "world_size", "global_step", "sps", "wall_time_s",
+                "warmup_s", "episodic_return", "episodes", "status", "args"}  # CONVENTIONS.md; the flags are in args only
 
 
 def check_summary(summary, script, algo, env_id, total_timesteps, compile=False, cudagraphs=False):
     """What every finished run's summary.json must say."""
     assert SUMMARY_KEYS <= set(summary), SUMMARY_KEYS - set(summary)
-    assert summary["script"] == script and summary["algo"] == algo and summary["env_id"] == env_id
-    assert summary["status"] == "finished"
+    assert summary["script"] == script and summary["algo"] == algo and summary["args"]["env_id"] == env_id
+    assert summary["status"] == "finished" and summary["world_size"] == 1
     assert summary["global_step"] >= total_timesteps
-    assert summary["compile"] is compile and summary["cudagraphs"] is cudagraphs
+    assert summary["args"].get("compile", False) is compile and summary["args"].get("cudagraphs", False) is cudagraphs
     assert summary["sps"] is not None and summary["sps"] > 0
     assert summary["warmup_s"] is not None and summary["warmup_s"] >= 0
     assert summary["cpu_count"] == os.cpu_count()
-    assert summary["args"]["seed"] == summary["seed"]
+    assert not {"env_id", "seed", "compile", "cudagraphs"} & set(summary)  # nothing written twice
 
 
 def rss_bytes():
@@ -104,31 +113,49 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
     module = load_script(script)
     monkeypatch.chdir(tmp_path)
     args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, flags)])
-    run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[])
-    row, finish, update = module.RunLog.row, module.RunLog.finish, module.RunLog.update
+    run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[], watching=False, policy_calls=0)
+    row, finish, count_update = module.RunLog.row, module.RunLog.finish, module.RunLog.count_update
+    builder = next((name for name in ("make_sac", "make_td3", "make_dqn", "make_ppo") if hasattr(module, name)), None)
+    if watch_syncs and builder:  # count the policy calls made while the sync watch is on
+        build = getattr(module, builder)
 
-    def row_and_measure(self, global_step, **values):
+        def build_and_count(*a, **kw):
+            agent = build(*a, **kw)
+            policy = agent.policy
+
+            def counted(*x, **y):
+                run.policy_calls += run.watching
+                return policy(*x, **y)
+
+            agent.policy = counted
+            return agent
+
+        monkeypatch.setattr(module, builder, build_and_count)
+
+    def row_and_measure(self, global_step, metrics):
         run.rss.append((global_step, rss_bytes()))
-        return row(self, global_step, **values)
+        return row(self, global_step, metrics)
 
     def finish_and_keep_state(self, global_step, status, *a, **kw):
         torch.cuda.set_sync_debug_mode(0) if watch_syncs else None
+        run.watching = False
         run.state.update(sys._getframe(1).f_locals)  # main's frame: everything the loop holds
         finish(self, global_step, status, *a, **kw)
         with open(os.path.join(self.run_dir, "summary.json")) as f:  # the final status: "evaluated" for an evaluation-only run
             run.state["status"] = json.load(f)["status"]
 
     def start_watching(self, *a, **kw):  # once the burn-in (compilation, graph capture) is over
-        measuring = self.measure_start is not None
-        update(self, *a, **kw)
-        if not measuring and self.measure_start is not None:
+        measuring = self.burnin_end is not None
+        count_update(self, *a, **kw)
+        if not measuring and self.burnin_end is not None:
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("warn")
+            run.watching = True
 
     monkeypatch.setattr(module.RunLog, "row", row_and_measure)
     monkeypatch.setattr(module.RunLog, "finish", finish_and_keep_state)
     if watch_syncs:
-        monkeypatch.setattr(module.RunLog, "update", start_watching)
+        monkeypatch.setattr(module.RunLog, "count_update", start_watching)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -140,12 +167,26 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
     return run
 
 
+def sync_problems(syncs, source, policy_calls, rows):
+    """What is wrong with the host-device syncs a loop made after its burn-in, each (file, line number, line text).
+    Allowed: on a line of the script that copies to the host with `.cpu()`, one per policy call (the action the env
+    needs: the copy of the observation to the device sits on that line too, and must not add one); on a line that
+    reads with `.tolist()`, one per metrics row (the logged values). Anything else is a problem, and so are more."""
+    action = [w for w in syncs if w[0] == source and ".cpu()" in w[2]]
+    logged = [w for w in syncs if w[0] == source and ".tolist()" in w[2]]
+    problems = [f"a sync at {f}:{n}: {text}" for f, n, text in sorted({w for w in syncs if w not in action and w not in logged})]
+    if len(action) > policy_calls:
+        problems.append(f"{len(action)} syncs on the action's lines for {policy_calls} policy calls")
+    if len(logged) > rows:
+        problems.append(f"{len(logged)} reads of the logged values for {rows} metrics rows")
+    return problems
+
+
 def reachable_tensors(state):
     """(path, tensor) for every tensor the loop keeps across iterations: in modules (parameters, buffers), optimizers
     (state, tensor learning rates), the script's own objects (replay buffers), functions' closures (compiled and
     graph-wrapped too), containers and namespaces. Bare tensors among main's locals are left to the caller, since
     CleanRL's loops keep their last minibatch's losses there until the next one."""
-    import argparse
     import types
 
     import torch
@@ -182,7 +223,7 @@ def reachable_tensors(state):
             for attr in ("__wrapped__", "_torchdynamo_orig_callable"):
                 if hasattr(obj, attr):
                     walk(getattr(obj, attr), f"{path}.{attr}", depth + 1)
-        elif isinstance(obj, argparse.Namespace) or type(obj).__name__ in ("CudaGraphModule", "ReplayBuffer"):
+        elif isinstance(obj, types.SimpleNamespace) or type(obj).__name__ in ("CudaGraphModule", "ReplayBuffer"):
             for k, v in vars(obj).items():
                 walk(v, f"{path}.{k}", depth + 1)
 

@@ -12,8 +12,8 @@ COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or Non
     ("ppo_continuous_action", ["--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256"], None),
     ("td3_continuous_action", ["--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
                                "--total-timesteps", "105"], "--measure-burnin"),
-    ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "--learning-starts"),
-    ("dqn", ["--learning-starts", "200", "--total-timesteps", "205"], "--learning-starts"),  # steps 201-204: no 10th step
+    ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "(0 updates"),
+    ("dqn", ["--learning-starts", "200", "--total-timesteps", "205"], "(0 updates"),  # steps 201-204: no 10th step
     ("td3_continuous_action", ["--save-model", "--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
                                "--total-timesteps", "105"], "--measure-burnin"),  # CleanRL's test_mujoco_eval
 ]

@@ -51,11 +51,11 @@ def test_short_run(script, flags, tmp_path):
 SMOKE = [  # CleanRL's own test command (steps 201-204 hold no multiple of --train-frequency 10: no update); a run that
     # never reaches learning_starts; a run that ends inside the burn-in (5 updates, at steps 210-250)
     (["--learning-starts", 200, "--total-timesteps", 205],
-     "warning: --total-timesteps 205 ends before --learning-starts 200: nothing is learned and steps/s is not measured"),
+     "warning: --total-timesteps 205: steps/s not measured (0 updates, --measure-burnin 10)"),
     (["--total-timesteps", 300],
-     "warning: --total-timesteps 300 ends before --learning-starts 10000: nothing is learned and steps/s is not measured"),
+     "warning: --total-timesteps 300: steps/s not measured (0 updates, --measure-burnin 10)"),
     (["--learning-starts", 200, "--total-timesteps", 260],
-     "warning: --total-timesteps 260 ends inside --measure-burnin (10 updates): steps/s is not measured"),
+     "warning: --total-timesteps 260: steps/s not measured (5 updates, --measure-burnin 10)"),
 ]
 
 
@@ -96,7 +96,7 @@ def _steps(agent, n=3):
     outs = []
     for i in range(n):
         torch.manual_seed(100 + i)
-        outs += [o.detach().clone() for o in agent.update()]
+        outs += [o.detach().clone() for o in agent.update().values()]
         if i == 1:
             agent.update_target()
     return outs
@@ -156,7 +156,7 @@ def test_fast_update_equals_cleanrl_update():
         optimizer.step()
         expected += [loss.detach(), old_val.detach().mean()]
         torch.manual_seed(100 + i)
-        got += [t.clone() for t in agent.update()]
+        got += [t.clone() for t in agent.update().values()]
         if i == 1:  # tau = 1: the target becomes the online network
             for tp, p in zip(target_network.parameters(), q_network.parameters()):
                 tp.data.copy_(1.0 * p.data + (1.0 - 1.0) * tp.data)
@@ -204,6 +204,12 @@ def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
         _fill(agent)
     _assert_close(_steps(compiled), _steps(eager), "update outputs")
     _assert_params_close(_state(compiled), _state(eager), "parameters")
+    for agent in (eager, compiled):  # a schedule's lr change (in place) reaches the compiled step: it reads param_groups
+        agent.optimizer.param_groups[0]["lr"].fill_(1e-2)
+    moved = _state(eager)
+    _assert_close(_steps(compiled), _steps(eager), "update outputs after an lr change")
+    _assert_params_close(_state(compiled), _state(eager), "parameters after an lr change", lr=1e-2)
+    assert max((a - b).abs().max() for a, b in zip(_state(eager)[:6], moved[:6])) > 5e-3  # steps of the new lr's size
     obs, greedy = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
     for agent in (eager, compiled):
         assert torch.equal(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), greedy)
@@ -325,17 +331,21 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
 
 # ---------------------------------------------------------------- bad input
 BAD = [
-    (dict(env_id="NoSuchEnv-v9"), "--env-id", "unknown environment"),
-    (dict(env_id="Pendulum-v1"), "--env-id", "DQN needs a Discrete one"),
-    (dict(env_id="FrozenLake-v1"), "--env-id", "DQN needs a flat Box one"),
-    (dict(buffer_size=100, batch_size=128), "--buffer-size", "smaller than --batch-size"),
-    (dict(learning_starts=-1), "--learning-starts", "at least 0"),
-    (dict(total_timesteps=0), "--total-timesteps", "at least 1"),
-    (dict(num_envs=0), "--num-envs", "at least 1"),
-    (dict(train_frequency=0), "--train-frequency", "at least 1"),
-    (dict(target_network_frequency=-5), "--target-network-frequency", "at least 1"),
-    (dict(measure_burnin=-1), "--measure-burnin", "at least 0"),
-    (dict(exploration_fraction=0.0), "--exploration-fraction", "(0, inf)"),
+    (dict(env_id="NoSuchEnv-v9"), "--env-id", "an unknown environment"),
+    (dict(env_id="Pendulum-v1"), "--env-id", "Discrete actions"),
+    (dict(env_id="FrozenLake-v1"), "--env-id", "flat Box"),
+    (dict(buffer_size=100, batch_size=128), "--buffer-size", "must be in [128, inf), got 100"),
+    (dict(learning_starts=-1), "--learning-starts", "[0, inf)"),
+    (dict(total_timesteps=0), "--total-timesteps", "[1, inf)"),
+    (dict(num_envs=0), "--num-envs", "[1, inf)"),
+    (dict(train_frequency=0), "--train-frequency", "[1, inf)"),
+    (dict(target_network_frequency=-5), "--target-network-frequency", "[1, inf)"),
+    (dict(measure_burnin=-1), "--measure-burnin", "[0, inf)"),
+    (dict(exploration_fraction=0.0), "--exploration-fraction", "(0, 1]"),
+    (dict(gamma=1.5), "--gamma", "[0, 1]"),
+    (dict(learning_rate=float("nan")), "--learning-rate", "(0, inf)"),
+    (dict(learning_rate=-1e-3), "--learning-rate", "(0, inf)"),
+    (dict(seed=-1), "--seed", "[0, inf)"),
     (dict(start_e=1.5), "--start-e", "[0, 1]"),
     (dict(tau=0.0), "--tau", "(0, 1]"),
 ]
@@ -358,7 +368,7 @@ def test_bad_input_fails_with_one_line(script, tmp_path, capsys):
 
 # ---------------------------------------------------------------- GPU: CUDA graphs and host-device syncs
 @pytest.mark.gpu
-@pytest.mark.parametrize("compile", [False, True])
+@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.compile)])
 def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_rng):
     module = load_script(FAST)
     device = torch.device("cuda")
@@ -377,7 +387,8 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", [{}, {"cudagraphs": True}, {"compile": True, "cudagraphs": True}], ids=["eager", "graphs", "compile-graphs"])
+@pytest.mark.parametrize("flags", [pytest.param({}, id="eager"), pytest.param({"cudagraphs": True}, id="graphs"),
+                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-graphs", marks=pytest.mark.compile)])
 def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     """An acting step fed a numpy observation exactly as the loop feeds it, a buffer add, an update and a target
     update make no host-device sync, up to the action the env needs."""
@@ -390,7 +401,7 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     def step():
         actions = agent.policy(torch.from_numpy(obs).to(device, non_blocking=True))
         agent.rb.add(obs, obs, np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
-        loss, q = agent.update()
+        agent.update()
         agent.update_target()
         return actions
 
@@ -426,7 +437,7 @@ def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
                 torch._foreach_copy_(list(agent.q_network.parameters()), kept)
             return agent.update()
 
-        x = torch.stack([torch.stack(update()).double() for _ in range(n)]).cpu()
+        x = torch.stack([torch.stack(list(update().values())).double() for _ in range(n)]).cpu()
         assert (x[1:] != x[:-1]).any(1).float().mean() > 0.9, "calls repeat the same draws"
         out.append(x)
     eager, graphed = out

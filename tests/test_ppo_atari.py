@@ -1,5 +1,6 @@
 """PPO on Atari (envpool): scripts/ppo_atari.py (baseline) and scripts/ppo_atari_torchcompile.py (fast)."""
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -90,7 +91,10 @@ BAD = [
     ({"num_minibatches": 3}, "--num-minibatches"),  # 2 x 16 = 32 rows do not split in 3
     ({"total_timesteps": 16}, "--total-timesteps"),  # less than one 32-step rollout
     ({"measure_burnin": -1}, "--measure-burnin"),  # (a burn-in longer than the run is no error: a warning)
-    ({"capture_video": True}, "--capture-video"),  # envpool cannot render
+    ({"gamma": 1.5}, "--gamma"),  # every number has its range
+    ({"clip_coef": -1.0}, "--clip-coef"),
+    ({"learning_rate": float("nan")}, "--learning-rate"),
+    ({"target_kl": 0.0}, "--target-kl"),
 ]
 
 
@@ -285,9 +289,8 @@ def minibatch(n=16, seed=0):
 
 
 def build(mod, agent, device, compile, cudagraphs):
-    args = tiny_args(mod)
-    opt = mod.make_optimizer(args, agent, device, compile, cudagraphs)
-    return opt, mod.make_functions(args, agent, opt, compile, cudagraphs)
+    ppo = mod.make_ppo(dataclasses.replace(tiny_args(mod), compile=compile, cudagraphs=cudagraphs), agent, device)
+    return ppo.optimizer, (ppo.policy, ppo.gae, ppo.update)
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +322,7 @@ def test_compiled_update_matches_eager(compiled_pair):
         torch.testing.assert_close(out_c, out, rtol=1e-4, atol=1e-5)
         for p, p_c in zip(agent.parameters(), agent_c.parameters()):
             torch.testing.assert_close(p_c, p, rtol=1e-5, atol=1e-6)
-    assert out[0] > 0 and out[2] > 1.0  # a real value loss, a near-uniform entropy
+    assert out["value_loss"] > 0 and out["entropy"] > 1.0  # a real value loss, a near-uniform entropy
     moved = [(p - b).abs().max().item() for p, b in zip(agent.parameters(), before)]
     assert min(moved) > 1e-5  # every parameter was updated
 
@@ -359,10 +362,12 @@ def test_cudagraphs_match_eager(fast, compile):
     torch.manual_seed(0)
     agent = fast.Agent(4).to(cuda)
     agent_g = copy.deepcopy(agent)
-    _, (policy, gae, update) = build(fast, agent, cuda, False, False)
+    opt, (policy, gae, update) = build(fast, agent, cuda, False, False)
     opt_g, (policy_g, gae_g, update_g) = build(fast, agent_g, cuda, compile, True)
     r = make_rollout(T=16, N=2, seed=3)
     for i in range(6):  # past the warm-up calls: captured, then replayed
+        for o in (opt, opt_g):  # an lr change after the capture reaches the graphed step (it reads the lr tensor)
+            o.param_groups[0]["lr"].fill_(2.5e-4 if i < 4 else 1e-4)
         mb = [x.to(cuda) for x in minibatch(seed=i)]
         out, out_g = update(*mb), update_g(*mb)
         torch.testing.assert_close(out_g, out, rtol=1e-3, atol=1e-4)

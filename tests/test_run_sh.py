@@ -57,17 +57,18 @@ def check_png(path):
 
 
 def write_run(parent, algorithm, variant, seed, sps, ret, status="finished", returns_curve=(1.0, 2.0, 3.0)):
-    """A run folder like a script leaves: summary.json and metrics.csv."""
+    """A run folder like a script leaves: summary.json (the flags in its args only) and metrics.csv."""
     fast = variant != "baseline"
     script = algorithm + ("_torchcompile" if fast else "")
     run_dir = parent / f"HalfCheetah-v4__{script}__{seed}__1700000000"
     run_dir.mkdir(parents=True)
+    args = {"seed": seed, "total_timesteps": 3000, "env_id": "HalfCheetah-v4"}
+    if fast:  # a baseline has no --compile, --cudagraphs
+        args.update(compile=variant.startswith("compile"), cudagraphs=variant.endswith("cudagraphs"))
     summary = {
-        "script": script, "algo": algorithm.split("_")[0], "env_id": "HalfCheetah-v4", "seed": seed,
-        "compile": variant.startswith("compile"), "cudagraphs": variant.endswith("cudagraphs"), "device": "cpu",
-        "gpu_name": None, "cpu_count": 2, "torch_version": "2.13.0", "global_step": 3000, "sps": sps,
-        "wall_time_s": 30.0, "warmup_s": 1.0, "episodic_return": ret, "episodes": 0 if ret is None else 2,
-        "status": status, "args": {"seed": seed, "total_timesteps": 3000, "env_id": "HalfCheetah-v4"},
+        "script": script, "algo": algorithm.split("_")[0], "device": "cpu", "gpu_name": None, "cpu_count": 2,
+        "torch_version": "2.13.0", "world_size": 1, "global_step": 3000, "sps": sps, "wall_time_s": 30.0, "warmup_s": 1.0,
+        "episodic_return": ret, "episodes": 0 if ret is None else 2, "status": status, "args": args,
     }
     assert SUMMARY_KEYS <= set(summary)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -110,6 +111,10 @@ def test_aggregate_synthetic(tmp_path):
     assert key[("sac_continuous_action", "fast", "3")]["episodic_return"] == ""
     assert key[("sac_continuous_action", "fast", "3")]["status"] == "finished"
     assert float(key[("sac_continuous_action", "baseline", "2")]["sps"]) == 120.0
+    # the flags come from the summaries' args
+    assert [key[("sac_continuous_action", v, "2")]["env_id"] for v in ["baseline", "compile"]] == ["HalfCheetah-v4"] * 2
+    assert [(key[("sac_continuous_action", v, "2")]["compile"], key[("sac_continuous_action", v, "2")]["cudagraphs"])
+            for v in ["baseline", "fast", "compile"]] == [("False", "False"), ("False", "False"), ("True", "False")]
     assert sum(r["status"] == "finished" for r in rows) == 9
     # rows come in algorithm, variant, seed order
     assert [(r["algorithm"], r["variant"]) for r in rows][:4] == [("sac_continuous_action", "baseline")] * 3 + [("sac_continuous_action", "fast")]
@@ -169,10 +174,12 @@ FAKE_SCRIPT = textwrap.dedent('''
     run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.csv").write_text("global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n")
-    summary = {"script": script, "algo": "fake", "env_id": "Fake-v0", "seed": seed, "compile": compile_, "cudagraphs": graphs,
-               "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none", "global_step": 200,
-               "sps": 50.0 * seed, "wall_time_s": 1.0, "warmup_s": 0.1, "episodic_return": 2.5, "episodes": 2,
-               "status": status, "args": {"seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv}}
+    args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv}
+    if script.endswith("_torchcompile"):
+        args.update(compile=compile_, cudagraphs=graphs)
+    summary = {"script": script, "algo": "fake", "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none",
+               "world_size": 1, "global_step": 200, "sps": 50.0 * seed, "wall_time_s": 1.0, "warmup_s": 0.1, "episodic_return": 2.5,
+               "episodes": 2, "status": status, "args": args}
     path = run_dir / "summary.json"
     path.write_text(json.dumps(summary))
     print(path)

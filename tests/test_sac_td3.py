@@ -95,13 +95,13 @@ def _steps(agent, algo, batch, n=3):
     outs = []
     for i in range(n):
         torch.manual_seed(100 + i)
-        outs += list(agent.update_critic(batch))
+        critic = agent.update_critic(batch)  # as the baseline step returns them: the Q values' means, then the losses
+        outs += [torch.stack([critic["qf1_values"], critic["qf2_values"]]), torch.stack([critic["qf1_loss"], critic["qf2_loss"]])]
+        assert critic["qf_loss"] == pytest.approx(critic["qf1_loss"] / 2 + critic["qf2_loss"] / 2)
+        for _ in range(2 if algo == "sac" else 1):
+            outs += list(agent.update_actor(batch).values())  # actor_loss (and SAC's alpha_loss, with autotune)
         if algo == "sac":
-            for _ in range(2):
-                outs += list(agent.update_actor(batch))
             agent.update_target()
-        else:
-            outs.append(agent.update_actor(batch))
     return [o.detach().clone() for o in outs]
 
 
@@ -255,7 +255,7 @@ def test_fast_update_equals_cleanrl_update(algo):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("algo", ["sac", "td3"])
-@pytest.mark.parametrize("compile", [False, True])
+@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.compile)])
 def test_cudagraph_update_equals_eager_on_gpu(algo, compile, inductor_eager_rng):
     module = load_script(ALGOS[algo] + "_torchcompile")
     device = torch.device("cuda")
@@ -341,10 +341,12 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
 
 # ---------------------------------------------------------------- bad input
 BAD = [
-    (["--env-id", "NoSuchEnv-v9"], "--env-id", "unknown environment"),
-    (["--env-id", "CartPole-v1"], "--env-id", "Discrete"),
-    (["--env-id", "Pendulum-v1", "--buffer-size", 100, "--batch-size", 256], "--buffer-size", "smaller than --batch-size"),
-    (["--env-id", "Pendulum-v1", "--learning-starts", -1], "--learning-starts", "must be at least 0"),
+    (["--env-id", "NoSuchEnv-v9"], "--env-id", "continuous (Box) actions"),
+    (["--env-id", "CartPole-v1"], "--env-id", "continuous (Box) actions"),
+    (["--env-id", "Pendulum-v1", "--buffer-size", 100, "--batch-size", 256], "--buffer-size", "must be in [256, inf), got 100"),
+    (["--env-id", "Pendulum-v1", "--learning-starts", -1], "--learning-starts", "must be in [0, inf), got -1"),
+    (["--env-id", "Pendulum-v1", "--tau", 3], "--tau", "must be in (0, 1], got 3.0"),
+    (["--env-id", "Pendulum-v1", "--gamma", 1.5], "--gamma", "must be in [0, 1], got 1.5"),
 ]
 
 

@@ -76,9 +76,9 @@ def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
 ACT = {
     "sac_continuous_action": (lambda v, o: v["actor"].get_action(o)[2], lambda v, o: v["sac"].policy(o)[1]),
     "td3_continuous_action": (lambda v, o: v["actor"](o), lambda v, o: v["td3"].policy(o)[1]),
-    "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["policy"](o)[1]),
+    "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["ppo"].policy(o)[1]),
     "dqn": (lambda v, o: v["q_network"](o).argmax(1), lambda v, o: v["dqn"].policy(o)),
-    "ppo_atari": (lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1), lambda v, o: v["policy"](o)[3]),
+    "ppo_atari": (lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1), lambda v, o: v["ppo"].policy(o)[3]),
 }
 
 
@@ -172,9 +172,9 @@ def test_bad_model_files_fail_with_one_line(script, pair, tmp_path, monkeypatch,
     other = "dqn" if pair != "dqn" else "sac_continuous_action"
     files = {  # file name: (content, words the error must hold)
         "missing.pt": (None, "No such file"),
-        "text.pt": (b"not a model\n", "is not a saved model"),
+        "text.pt": (b"not a model\n", f"is no {pair} model for {ENV[pair]}"),
         "other_algo.pt": ({"agent": other, "env_id": ENV[pair], "args": {}, "model": {}}, f"holds a {other} agent"),
-        "other_env.pt": ({"agent": pair, "env_id": "Acrobot-v1", "args": {}, "model": {}}, "pass --env-id Acrobot-v1"),
+        "other_env.pt": ({"agent": pair, "env_id": "Acrobot-v1", "args": {}, "model": {}}, f"holds a {pair} agent for Acrobot-v1"),
         "shapes.pt": ({"agent": pair, "env_id": ENV[pair], "args": {}, "model": {"fc1.weight": torch.zeros(3)}}, ""),
     }
     for name, (content, words) in files.items():
@@ -237,6 +237,7 @@ def test_video_of_a_mujoco_evaluation_headless(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.compile
 @pytest.mark.parametrize("pair", list(PAIRS))
 def test_graphed_policy_evaluates_what_the_baseline_does_on_gpu(pair, tmp_path):
     """Trained and evaluated with --compile --cudagraphs; the baseline evaluates the saved file alike; and a fresh
