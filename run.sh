@@ -9,6 +9,7 @@ set -uo pipefail # no -e: a run that fails is recorded and the others go on
 ALGOS="ppo_atari ppo_continuous_action sac_continuous_action td3_continuous_action dqn"
 VARIANTS="baseline fast compile compile_cudagraphs"
 DEFAULT_SEEDS="1,2,3"
+RUNS_HEADER=$'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand' # runs.tsv: one row per attempted run
 QUICK_SEEDS="1"
 
 # --quick budgets: tiny but valid runs, so that the whole matrix is a smoke test that finishes in minutes on a
@@ -47,7 +48,8 @@ usage() {
     cat <<EOF
 Usage: ./run.sh [options] [-- extra flags for every script]
 
-Runs the benchmark matrix, one run at a time: for each algorithm, each variant, each seed:
+Runs the benchmark matrix (one run at a time, --jobs N at once, or as a Slurm job array): for each algorithm,
+each variant, each seed:
   baseline            scripts/<algo>.py
   fast                scripts/<algo>_torchcompile.py
   compile             scripts/<algo>_torchcompile.py --compile
@@ -70,6 +72,15 @@ Options:
                           folders holding summary.json) and rewrite its results.csv, results.md and plots
   --publish DIR           afterwards, copy the small files (results.csv, results.md, machine.*, *.png) into
                           DIR, e.g. doc/results/cpu-2core
+  --jobs N                up to N runs at once on this machine (default 1; needs bash 5.1+): each run slot gets
+                          its own cores (taskset, OMP_NUM_THREADS = its share) and the next GPU in turn
+                          (CUDA_VISIBLE_DEVICES); machine.json records the split, results.md marks the speeds as
+                          shared. With --slurm: at most N tasks of the array at once
+  --gpus 0,1,...          the GPUs the runs take in turn (default: every visible one)
+  --slurm                 submit instead of running: one sbatch job array, a task per run (throttled by --jobs),
+                          then one job that aggregates into --out once they all end (afterany); prints the job
+                          ids and how to watch them. --out must be on a file system the nodes share
+  --slurm-args "..."      your own sbatch options for both jobs, e.g. "--partition gpu --gpus-per-task 1 --time 4:00:00"
   -h, --help              this help
   -- FLAGS...             passed to every script after run.sh's own flags (the last of a repeated flag wins),
                           e.g. -- --no-cuda   or   -- --env-id Hopper-v4
@@ -78,6 +89,7 @@ What it leaves in DIR:
   machine.json, machine.md  GPU or none, CPU model and cores, Python and library versions, git commit
   bench.json                how run.sh was called (budgets, seeds, variants, extra flags)
   runs.tsv                  one row per attempted run: status, exit code, summary.json, log, command
+  slurm/, tasks/            with --slurm: the plan of runs, Slurm's own logs, one record file per task
   logs/<algo>__<variant>__seed<N>.log   each run's stdout and stderr
   runs/<algo>/<variant>/seed<N>/<run_name>/   each run's metrics.csv and summary.json
   results.csv               one row per run (failed ones too, with status and the last line of the log)
@@ -90,6 +102,10 @@ What it leaves in DIR:
 Exit status: 0 if every run finished; 1 if any failed or its script is missing; 130 if interrupted (Ctrl-C
 stops the current run, which writes its summary as "interrupted", and aggregates what exists); 2 on bad options.
 --aggregate alone exits 0 once it has written the files, whatever the runs' statuses.
+
+The full table on one 8-GPU node: ./run.sh --jobs 8 (8 runs at once, one per GPU, the cores split 8 ways).
+On a cluster: ./run.sh --slurm --jobs 16 --slurm-args "--partition gpu --gpus-per-task 1 --cpus-per-task 8 --time 12:00:00"
+(60 tasks for all algorithms, variants and seeds, 16 at once; squeue shows them; results.md when the last ends).
 
 Environment: PYTHON (the interpreter, default: python, else python3); RUN_SH_SCRIPTS_DIR (where the scripts
 are, default: scripts/ beside run.sh; for tests). Speeds are only comparable between runs made on the same
@@ -119,6 +135,11 @@ OUT=""
 AGGREGATE=""
 APPEND=0
 PUBLISH=""
+JOBS=1
+GPUS=""
+SLURM=0
+SLURM_ARGS=""
+RUN_TASK=""
 EXTRA=()
 ORIG_ARGS=("$@")
 
@@ -140,7 +161,8 @@ while [ $# -gt 0 ]; do
             ;;
         --quick) QUICK=1 ;;
         --append) APPEND=1 ;;
-        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish)
+        --slurm) SLURM=1 ;;
+        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task)
             if [ "$has_inline" = 0 ]; then
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
                 val="$2"
@@ -154,6 +176,10 @@ while [ $# -gt 0 ]; do
                 --out) OUT="$val" ;;
                 --aggregate) AGGREGATE="$val" ;;
                 --publish) PUBLISH="$val" ;;
+                --jobs) JOBS="$val" ;;
+                --gpus) GPUS="$val" ;;
+                --slurm-args) SLURM_ARGS="$val" ;;
+                --run-task) RUN_TASK="$val" ;;
             esac
             ;;
         --)
@@ -171,6 +197,9 @@ done
 # (requirements/requirements-dev.txt). Reads runs.tsv where there is one (it knows the runs that left no summary.json)
 # and also every summary.json found under the folder.
 aggregate() { # dir
+    if [ -d "$1/tasks" ]; then # Slurm: each task wrote its own row (no two tasks write one file); gather them
+        { printf '%s\n' "$RUNS_HEADER"; cat "$1"/tasks/*.tsv 2>/dev/null; } >"$1/runs.tsv"
+    fi
     MPLBACKEND=Agg "$PYTHON" - "$1" <<'PY'
 import json, os, pathlib, sys
 
@@ -229,8 +258,7 @@ stats = runs[keys + ["status"]].join(done[["sps", "episodic_return", "env_id", "
     median=("sps", "median"), low=("sps", "min"), high=("sps", "max"), rets=("episodic_return", "count"), ret_mean=("episodic_return", "mean"),
     ret_std=("episodic_return", "std"), env=("env_id", lambda ids: ", ".join(sorted(set(ids.dropna()) - {""}))),
     steps=("total_timesteps", lambda ts: "/".join(f"{t:,}" for t in sorted(set(ts.dropna()))))).reset_index()
-baseline = stats[stats.variant == "baseline"].set_index("algorithm")["median"]
-stats["speedup"] = stats["median"] / stats.algorithm.map(baseline)  # a ratio of medians
+stats["speedup"] = stats["median"] / stats.algorithm.map(stats[stats.variant == "baseline"].set_index("algorithm")["median"])  # of medians
 
 machine = json.loads((out / "machine.json").read_text()) if (out / "machine.json").is_file() else {}
 bench = json.loads((out / "bench.json").read_text()) if (out / "bench.json").is_file() else {}
@@ -255,8 +283,7 @@ for a, rows in stats.groupby("algorithm", sort=False):
     ax.set_title(f"{a}\n{device}", fontsize=9)
     fig.savefig(out / f"sps_{a}.png", dpi=100)
     # learning curves: return against steps and against wall time, one line per run
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="tight")
-    labelled = set()
+    (fig, axes), labelled = plt.subplots(1, 2, figsize=(11, 4), layout="tight"), set()
     for run in runs[(runs.algorithm == a) & (runs.run_dir != "")].itertuples():
         try:
             m = pd.read_csv(out / run.run_dir / "metrics.csv").reindex(columns=["global_step", "wall_time_s", "episodic_return"])
@@ -289,6 +316,8 @@ elif bench.get("total_timesteps") or bench.get("extra"):
 elif bench:
     md.append("Budgets: the scripts' defaults.")
 md += [f"- `{a}`: `{flags}`" for a, flags in (bench.get("budgets") or {}).items() if flags]
+md += [f"**Runs {bench['jobs']} at a time** (`--jobs`{', Slurm' * bench.get('slurm', False)}): where runs shared a machine, "
+       "their steps/s do not compare with runs made alone."] if bench.get("jobs", 1) > 1 else []
 md += ["", "## Machine", ""] + [f"- {k}: {'none' if v in (None, '') else v}" for k, v in machine.items()]
 md += [] if machine else [f"- not recorded (no machine.json); the runs say: {device}"]
 md += ["", "## Steps per second and final return", "",
@@ -343,6 +372,13 @@ fi
 
 # ---------------------------------------------------------------------------------------------------------------
 # Check the options before any work.
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$JOBS' is not a positive integer (the runs at once)"
+if [ "$SLURM" = 1 ] && ! command -v sbatch >/dev/null; then
+    die "--slurm: sbatch is not on PATH (run it on a Slurm login node; tests/slurm/start-cluster.sh makes a local one)"
+fi
+if [ -n "$RUN_TASK" ]; then # a Slurm task: run one run of the plan that --slurm wrote into --out
+    [ -n "$OUT" ] && [ -f "$OUT/slurm/plan.tsv" ] || die "--run-task: needs --out DIR holding slurm/plan.tsv"
+fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
 [ -n "$SEL_VARIANTS" ] || SEL_VARIANTS="${VARIANTS// /,}"
 if [ -z "$SEEDS" ]; then
@@ -369,10 +405,33 @@ done
 if [ -n "$TOTAL_TIMESTEPS" ] && ! [[ "$TOTAL_TIMESTEPS" =~ ^[1-9][0-9]*$ ]]; then
     die "--total-timesteps: '$TOTAL_TIMESTEPS' is not a positive integer"
 fi
+# GPUs: --gpus, else every visible one; a run of --jobs N goes to the next GPU in turn, through CUDA_VISIBLE_DEVICES
+n_gpus=0
+if command -v nvidia-smi >/dev/null; then n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+VISIBLE=()
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then read -r -a VISIBLE <<<"${CUDA_VISIBLE_DEVICES//,/ }"; else for ((g = 0; g < n_gpus; g++)); do VISIBLE+=("$g"); done; fi
+RUN_GPUS=()
+for g in ${GPUS//,/ }; do
+    [[ "$g" =~ ^[0-9]+$ ]] || die "--gpus: '$g' is not a GPU index (e.g. --gpus 0,1)"
+    in_list "$g" "${VISIBLE[*]-}" || die "--gpus: GPU $g does not exist here (visible: ${VISIBLE[*]:-none})"
+    RUN_GPUS+=("$g")
+done
+[ -n "$GPUS" ] || RUN_GPUS=(${VISIBLE[@]+"${VISIBLE[@]}"})
+# CPU cores: with --jobs N > 1 each run slot gets its own set (taskset and OMP_NUM_THREADS), so runs do not fight
+read -r -a CPUS <<<"$("$PYTHON" -c 'import os; print(*sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count()))')"
+CPU_SETS=()
+if [ "$JOBS" -gt 1 ] && [ "$SLURM" = 0 ] && command -v taskset >/dev/null; then
+    per=$((${#CPUS[@]} / JOBS > 0 ? ${#CPUS[@]} / JOBS : 1))
+    for ((k = 0; k < JOBS; k++)); do
+        set_k=()
+        for ((c = 0; c < per; c++)); do set_k+=("${CPUS[$(((k * per + c) % ${#CPUS[@]}))]}"); done
+        CPU_SETS+=("$(IFS=,; echo "${set_k[*]}")")
+    done
+fi
 [ -n "$OUT" ] || OUT="$ROOT/bench/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT" || die "--out: cannot create $OUT"
 OUT="$(cd "$OUT" && pwd)"
-if [ "$APPEND" = 0 ] && [ -e "$OUT/runs.tsv" ]; then
+if [ -z "$RUN_TASK" ] && [ "$APPEND" = 0 ] && { [ -e "$OUT/runs.tsv" ] || [ -e "$OUT/slurm" ]; }; then
     die "--out: $OUT already holds a benchmark (runs.tsv); choose another folder, add to it with --append, or re-read it with --aggregate $OUT"
 fi
 if [ -n "$PUBLISH" ]; then
@@ -390,9 +449,9 @@ for a in "${RUN_ALGOS[@]}"; do
     budgets_json+="$a=$b"$'\n'
 done
 CMDLINE="./run.sh ${ORIG_ARGS[*]}"
-BENCH_QUICK="$QUICK" BENCH_TT="$TOTAL_TIMESTEPS" BENCH_CMD="${CMDLINE% }" BENCH_BUDGETS="$budgets_json" \
-    BENCH_SEEDS="${RUN_SEEDS[*]}" BENCH_VARIANTS="${RUN_VARIANTS[*]}" \
-    "$PYTHON" - "$OUT" "${EXTRA[@]}" <<'PY' || die "cannot write bench.json with $PYTHON"
+[ -z "$RUN_TASK" ] && BENCH_QUICK="$QUICK" BENCH_TT="$TOTAL_TIMESTEPS" BENCH_CMD="${CMDLINE% }" BENCH_BUDGETS="$budgets_json" \
+    BENCH_SEEDS="${RUN_SEEDS[*]}" BENCH_VARIANTS="${RUN_VARIANTS[*]}" BENCH_JOBS="$JOBS" BENCH_SLURM="$SLURM" \
+    "$PYTHON" - "$OUT" "${EXTRA[@]}" <<'PY' || [ -n "$RUN_TASK" ] || die "cannot write bench.json with $PYTHON"
 import datetime, json, os, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 budgets = dict(line.split("=", 1) for line in os.environ["BENCH_BUDGETS"].splitlines() if line)
@@ -400,7 +459,8 @@ new = {
     "command": os.environ["BENCH_CMD"], "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
     "quick": os.environ["BENCH_QUICK"] == "1", "total_timesteps": int(os.environ["BENCH_TT"]) if os.environ["BENCH_TT"] else None,
     "extra": sys.argv[2:], "budgets": budgets, "seeds": [int(s) for s in os.environ["BENCH_SEEDS"].split()],
-    "variants": os.environ["BENCH_VARIANTS"].split(), "python": sys.executable,
+    "variants": os.environ["BENCH_VARIANTS"].split(), "python": sys.executable, "jobs": int(os.environ["BENCH_JOBS"]),
+    "slurm": os.environ["BENCH_SLURM"] == "1",
 }
 if (out / "bench.json").is_file():  # --append: one record for all the calls
     old = json.load(open(out / "bench.json"))
@@ -410,7 +470,10 @@ if (out / "bench.json").is_file():  # --append: one record for all the calls
 json.dump(new, open(out / "bench.json", "w"), indent=2)
 PY
 
-"$PYTHON" - "$OUT" "$ROOT" <<'PY' || echo "run.sh: warning: could not record the machine" >&2
+record_machine() { # a Slurm submission records nothing here: its task 0 records the compute node it runs on
+    [ "$SLURM" = 1 ] || [ "${RUN_TASK:-0}" != 0 ] && return 0
+    MACHINE_JOBS="$JOBS" MACHINE_CPU_SETS="${CPU_SETS[*]-}" MACHINE_GPUS="${RUN_GPUS[*]-}" "$PYTHON" - "$OUT" "$ROOT" <<'PY'
+
 import json, os, pathlib, platform, shutil, subprocess, sys
 from importlib import metadata
 
@@ -463,83 +526,166 @@ info = {
     "python": platform.python_version(),
     **{name: version(name) for name in ["torch", "tensordict", "gymnasium", "envpool", "mujoco", "numpy"]},
     "git_commit": commit or "unknown",
+    "jobs": int(os.environ["MACHINE_JOBS"]),  # runs at once; with more than one, each its own cores and GPU:
+    "cpu_sets": os.environ["MACHINE_CPU_SETS"].split() or None,  # run slot k's cores (taskset)
+    "gpus": os.environ["MACHINE_GPUS"].split() or None,  # the GPUs the slots take in turn (CUDA_VISIBLE_DEVICES)
 }
 (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
 (out / "machine.md").write_text("# Machine\n\n" + "".join(f"- {k}: {'none' if v is None else v}\n" for k, v in info.items()))
 print(f"run.sh: machine: {info['gpu'] or 'no GPU'}; {cpu_model}, {os.cpu_count()} cores; torch {info['torch']}")
 PY
+}
+record_machine || echo "run.sh: warning: could not record the machine" >&2
 
 # ---------------------------------------------------------------------------------------------------------------
-# The runs, one at a time.
-INTERRUPTED=0
-trap 'INTERRUPTED=1' INT TERM # the running script gets the Ctrl-C too and writes its summary as "interrupted"
-[ -e "$OUT/runs.tsv" ] || printf 'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n' >"$OUT/runs.tsv"
-TOTAL=$((${#RUN_ALGOS[@]} * ${#RUN_VARIANTS[@]} * ${#RUN_SEEDS[@]}))
-N=0
-FAILED=0
-echo "run.sh: $TOTAL runs into $OUT"
-for a in "${RUN_ALGOS[@]}"; do
-    for v in "${RUN_VARIANTS[@]}"; do
-        for s in "${RUN_SEEDS[@]}"; do
-            [ "$INTERRUPTED" = 0 ] || break 3
-            N=$((N + 1))
-            name="${a}__${v}__seed${s}"
-            file="$SCRIPTS_DIR/$(variant_file "$a" "$v")"
-            log="logs/$name.log"
-            rundir="runs/$a/$v/seed$s"
-            k=1
-            while [ -e "$OUT/$log" ] || [ -e "$OUT/$rundir" ]; do # --append of a run made before: keep both
-                k=$((k + 1))
-                log="logs/$name.$k.log"
-                rundir="runs/$a/$v/seed$s.$k"
+# The plan: one row per run (its folder, its log, the command as a reader types it, the command itself quoted for
+# bash), then the runs: one at a time, --jobs N at once, or as the tasks of a Slurm job array.
+P_ALGO=() P_VARIANT=() P_SEED=() P_RUNDIR=() P_LOG=() P_SHOWN=() P_CMD=()
+if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
+    while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
+        P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
+    done < <(tail -n +2 "$OUT/slurm/plan.tsv")
+else
+    for a in "${RUN_ALGOS[@]}"; do
+        for v in "${RUN_VARIANTS[@]}"; do
+            for s in "${RUN_SEEDS[@]}"; do
+                name="${a}__${v}__seed${s}" k=1
+                log="logs/$name.log" rundir="runs/$a/$v/seed$s"
+                while [ -e "$OUT/$log" ] || [ -e "$OUT/$rundir" ] || in_list "$log" "${P_LOG[*]-}"; do # --append of a run made before: keep both
+                    k=$((k + 1)) log="logs/$name.$k.log" rundir="runs/$a/$v/seed$s.$k"
+                done
+                budget=()
+                if [ "$QUICK" = 1 ]; then read -r -a budget <<<"$(quick_flags "$a")"; fi
+                if [ -n "$TOTAL_TIMESTEPS" ]; then budget+=(--total-timesteps "$TOTAL_TIMESTEPS"); fi
+                read -r -a vflags <<<"$(variant_flags "$v")"
+                cmd=("$PYTHON" "$SCRIPTS_DIR/$(variant_file "$a" "$v")" --output-dir "$OUT/$rundir" --seed "$s" ${vflags[@]+"${vflags[@]}"}
+                    ${budget[@]+"${budget[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
+                shown="${cmd[*]:1}" # as a reader would type it: python scripts/..., paths relative to the out dir
+                shown="python ${shown//$'\t'/ }"
+                shown="${shown//"$OUT"\//}"
+                shown="${shown//"$ROOT"\//}"
+                P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown")
+                P_CMD+=("$(printf '%q ' "${cmd[@]}")")
             done
-            budget=()
-            if [ "$QUICK" = 1 ]; then read -r -a budget <<<"$(quick_flags "$a")"; fi
-            if [ -n "$TOTAL_TIMESTEPS" ]; then budget+=(--total-timesteps "$TOTAL_TIMESTEPS"); fi
-            read -r -a vflags <<<"$(variant_flags "$v")"
-            cmd=("$PYTHON" "$file" --output-dir "$OUT/$rundir" --seed "$s" ${vflags[@]+"${vflags[@]}"}
-                ${budget[@]+"${budget[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
-            shown="${cmd[*]:1}" # as a reader would type it: python scripts/..., paths relative to the out dir
-            shown="python ${shown//$'\t'/ }"
-            shown="${shown//"$OUT"\//}"
-            shown="${shown//"$ROOT"\//}"
-            if [ ! -f "$file" ]; then
-                echo "[$N/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
-                printf '%s\t%s\t%s\tmissing\t\t\t\t%s\n' "$a" "$v" "$s" "$shown" >>"$OUT/runs.tsv"
-                FAILED=$((FAILED + 1))
-                continue
-            fi
-            echo "[$N/$TOTAL] $name: $shown"
-            start=$SECONDS
-            "${cmd[@]}" >"$OUT/$log" 2>&1 </dev/null
-            rc=$?
-            summary="$(grep -E 'summary\.json$' "$OUT/$log" | tail -n 1)" # the last line a script prints is its path
-            if [ -z "$summary" ] || [ ! -f "$summary" ]; then
-                summary="$(find "$OUT/$rundir" -name summary.json 2>/dev/null | sort | tail -n 1)"
-            fi
-            summary_rel=""
-            [ -n "$summary" ] && [ -f "$summary" ] && summary_rel="${summary#"$OUT"/}"
-            if [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ]; then
-                status=interrupted
-                INTERRUPTED=1
-            elif [ "$rc" = 0 ] && [ -n "$summary_rel" ]; then
-                status=finished
-            else
-                status=failed
-                FAILED=$((FAILED + 1))
-            fi
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$OUT/runs.tsv"
-            if [ "$status" = finished ]; then
-                info="$("$PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1])); r = s.get("episodic_return")
-print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1f" % r))' "$summary" 2>/dev/null)"
-                echo "    finished in $((SECONDS - start)) s: $info"
-            else
-                echo "    $status (exit $rc) after $((SECONDS - start)) s; end of $OUT/$log:" >&2
-                tail -n 5 "$OUT/$log" | sed 's/^/    | /' >&2
-            fi
         done
     done
-done
+fi
+TOTAL=${#P_CMD[@]}
+
+run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appended to record (a file per Slurm task)
+    local i=$1 record=$2 cpus=$3 gpu=$4 start=$SECONDS rc summary summary_rel status info pin=()
+    local a=${P_ALGO[$1]} v=${P_VARIANT[$1]} s=${P_SEED[$1]} log=${P_LOG[$1]} rundir=${P_RUNDIR[$1]} shown=${P_SHOWN[$1]}
+    local name="${a}__${v}__seed${s}" file="$SCRIPTS_DIR/$(variant_file "$a" "$v")" where=""
+    eval "local cmd=(${P_CMD[$1]})"
+    if [ ! -f "$file" ]; then
+        echo "[$((i + 1))/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
+        printf '%s\t%s\t%s\tmissing\t\t\t\t%s\n' "$a" "$v" "$s" "$shown" >>"$record"
+        return 1
+    fi
+    if [ -n "$cpus" ]; then pin=(env "OMP_NUM_THREADS=$(($(tr -cd , <<<"$cpus" | wc -c) + 1))" taskset -c "$cpus") where=" [cores $cpus]"; fi
+    if [ -n "$gpu" ]; then pin=(env "CUDA_VISIBLE_DEVICES=$gpu" ${pin[@]+"${pin[@]}"}) where+=" [GPU $gpu]"; fi
+    echo "[$((i + 1))/$TOTAL] $name: $shown$where"
+    : >"$OUT/$log"
+    ${pin[@]+"${pin[@]}"} "${cmd[@]}" >"$OUT/$log" 2>&1 </dev/null
+    rc=$?
+    summary="$(grep -E 'summary\.json$' "$OUT/$log" | tail -n 1)" # the last line a script prints is its path
+    if [ -z "$summary" ] || [ ! -f "$summary" ]; then
+        summary="$(find "$OUT/$rundir" -name summary.json 2>/dev/null | sort | tail -n 1)"
+    fi
+    summary_rel=""
+    [ -n "$summary" ] && [ -f "$summary" ] && summary_rel="${summary#"$OUT"/}"
+    if [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ]; then
+        status=interrupted
+    elif [ "$rc" = 0 ] && [ -n "$summary_rel" ]; then
+        status=finished
+    else
+        status=failed
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$record"
+    if [ "$status" = finished ]; then
+        info="$("$PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1])); r = s.get("episodic_return")
+print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1f" % r))' "$summary" 2>/dev/null)"
+        echo "    $name finished in $((SECONDS - start)) s: $info"
+    else
+        echo "    $name: $status (exit $rc) after $((SECONDS - start)) s; end of $OUT/$log:" >&2
+        tail -n 5 "$OUT/$log" | sed 's/^/    | /' >&2
+    fi
+    case "$status" in finished) return 0 ;; interrupted) return 130 ;; *) return 1 ;; esac
+}
+
+INTERRUPTED=0
+FAILED=0
+count() { # a run's exit status from run_one
+    case "$1" in 0) ;; 130) INTERRUPTED=1 ;; *) FAILED=$((FAILED + 1)) ;; esac
+}
+
+if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no aggregation (the dependent job does it)
+    [[ "$RUN_TASK" =~ ^[0-9]+$ ]] && [ "$RUN_TASK" -lt "$TOTAL" ] || die "--run-task: no run $RUN_TASK in $OUT/slurm/plan.tsv"
+    mkdir -p "$OUT/tasks"
+    run_one "$RUN_TASK" "$OUT/tasks/$RUN_TASK.tsv" "" ""
+    exit $?
+fi
+
+if [ "$SLURM" = 1 ]; then # submit: a job array of the runs (at most --jobs at once), then the aggregation after them
+    mkdir -p "$OUT/slurm"
+    { printf 'index\talgorithm\tvariant\tseed\trundir\tlog\tcommand\tquoted\n'
+      for ((i = 0; i < TOTAL; i++)); do
+          printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_RUNDIR[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "${P_CMD[$i]}"
+      done; } >"$OUT/slurm/plan.tsv"
+    read -r -a sargs <<<"$SLURM_ARGS"
+    array=$(sbatch --parsable --job-name=run.sh --array="0-$((TOTAL - 1))%$JOBS" --output="$OUT/slurm/%A_%a.out" ${sargs[@]+"${sargs[@]}"} \
+        --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --out $(printf %q "$OUT") --run-task \$SLURM_ARRAY_TASK_ID") ||
+        die "--slurm: sbatch refused the job array (see its message above)"
+    publish_flag=""
+    [ -n "$PUBLISH" ] && publish_flag=" --publish $(printf %q "$PUBLISH")"
+    agg=$(sbatch --parsable --job-name=run.sh-aggregate --dependency="afterany:${array%%;*}" --output="$OUT/slurm/aggregate.out" \
+        ${sargs[@]+"${sargs[@]}"} --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --aggregate $(printf %q "$OUT")$publish_flag") ||
+        die "--slurm: sbatch refused the aggregation job (the array ${array%%;*} is submitted: scancel it or aggregate by hand)"
+    echo "run.sh: submitted $TOTAL runs as the job array ${array%%;*} (at most $JOBS at once) and the aggregation job ${agg%%;*}"
+    echo "run.sh: watch them with: squeue -j ${array%%;*},${agg%%;*}   (each run's log: $OUT/logs/; Slurm's: $OUT/slurm/)"
+    echo "run.sh: when ${agg%%;*} ends, the results are in $OUT/results.md"
+    exit 0
+fi
+
+[ -e "$OUT/runs.tsv" ] || printf '%s\n' "$RUNS_HEADER" >"$OUT/runs.tsv"
+echo "run.sh: $TOTAL runs into $OUT" $([ "$JOBS" -gt 1 ] && echo "($JOBS at once)")
+if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the running script
+    trap 'INTERRUPTED=1' INT TERM # the running script gets the Ctrl-C too and writes its summary as "interrupted"
+    gpu=""
+    [ -n "$GPUS" ] && gpu=${RUN_GPUS[0]}
+    for ((i = 0; i < TOTAL; i++)); do
+        [ "$INTERRUPTED" = 0 ] || break
+        run_one "$i" "$OUT/runs.tsv" "" "$gpu"
+        count $?
+    done
+else # a pool of --jobs slots, each run in its own process group: Ctrl-C is passed on to every running one
+    set -m
+    declare -A SLOT_OF=()
+    FREE=()
+    for ((k = 0; k < JOBS; k++)); do FREE+=("$k"); done
+    trap 'INTERRUPTED=1; for p in "${!SLOT_OF[@]}"; do kill -INT -- "-$p" 2>/dev/null; done' INT TERM
+    reap() { # wait for a run of the pool to end: free its slot, count it
+        local pid=""
+        wait -n -p pid "${!SLOT_OF[@]}"
+        local rc=$?
+        [ -n "${pid:-}" ] || return 0 # a signal woke the wait (it leaves pid unset)
+        FREE+=("${SLOT_OF[$pid]}")
+        unset "SLOT_OF[$pid]"
+        count "$rc"
+    }
+    for ((i = 0; i < TOTAL; i++)); do
+        while [ ${#SLOT_OF[@]} -ge "$JOBS" ]; do reap; done
+        [ "$INTERRUPTED" = 0 ] || break
+        slot=${FREE[0]}
+        FREE=("${FREE[@]:1}")
+        gpu=""
+        [ ${#RUN_GPUS[@]} -gt 0 ] && gpu=${RUN_GPUS[$((slot % ${#RUN_GPUS[@]}))]}
+        run_one "$i" "$OUT/runs.tsv" "${CPU_SETS[$slot]-}" "$gpu" &
+        SLOT_OF[$!]=$slot
+    done
+    while [ ${#SLOT_OF[@]} -gt 0 ]; do reap; done
+    set +m
+fi
 trap - INT TERM
 
 aggregate "$OUT" || FAILED=$((FAILED + 1))

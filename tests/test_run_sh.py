@@ -164,6 +164,15 @@ FAKE_SCRIPT = textwrap.dedent('''
         print("compiling...", flush=True)
         raise RuntimeError("fake compile failure")
     status, code = "finished", 0
+    if os.environ.get("FAKE_RENDEZVOUS"):  # wait until every run of the rendezvous has started: they run at once
+        meeting = pathlib.Path(os.environ["FAKE_RENDEZVOUS"])
+        (meeting / f"{script}-{seed}").write_text("here")
+        for _ in range(6000):
+            if len(list(meeting.iterdir())) >= int(os.environ["FAKE_RENDEZVOUS_N"]):
+                break
+            time.sleep(0.01)
+        else:
+            sys.exit("nobody came")
     if os.environ.get("FAKE_HANG_SEED") == str(seed):
         pathlib.Path(os.environ["FAKE_MARKER"]).write_text("started")
         try:
@@ -174,7 +183,8 @@ FAKE_SCRIPT = textwrap.dedent('''
     run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.csv").write_text("global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n")
-    args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv}
+    args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv,
+            "cores": sorted(os.sched_getaffinity(0)), "omp": os.environ.get("OMP_NUM_THREADS"), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
     if script.endswith("_torchcompile"):
         args.update(compile=compile_, cudagraphs=graphs)
     summary = {"script": script, "algo": "fake", "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none",
@@ -269,6 +279,63 @@ def test_driver_interrupt_keeps_what_finished(tmp_path):
     check_png(out / "sps_sac_continuous_action.png")
 
 
+def test_jobs_run_at_once_each_on_its_own_cores(tmp_path):
+    """--jobs 2: two runs at once (each waits until the other has started), each pinned to its own half of the cores
+    with OMP_NUM_THREADS set to match; machine.json records the split and results.md says the speeds shared the machine."""
+    scripts = fake_scripts(tmp_path, "dqn", "dqn_torchcompile")
+    out, meeting = tmp_path / "bench", tmp_path / "meeting"
+    meeting.mkdir()
+    proc = run_sh("--scripts", "dqn", "--variants", "baseline,fast", "--seeds", "1", "--jobs", "2", "--out", out,
+                  env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_RENDEZVOUS": str(meeting), "FAKE_RENDEZVOUS_N": "2"}, check=0)
+    assert "(2 at once)" in proc.stdout
+    rows = read_results(out)
+    assert [(r["variant"], r["status"]) for r in rows] == [("baseline", "finished"), ("fast", "finished")]
+    cores = sorted(os.sched_getaffinity(0))
+    half = max(1, len(cores) // 2)
+    machine = json.loads((out / "machine.json").read_text())
+    assert machine["jobs"] == 2 and machine["cpu_sets"] == [",".join(map(str, cores[:half])), ",".join(map(str, cores[half:2 * half] or cores[:1]))]
+    seen = [json.loads((out / r["run_dir"] / "summary.json").read_text())["args"] for r in rows]
+    assert sorted(tuple(a["cores"]) for a in seen) == sorted(tuple(map(int, c.split(","))) for c in machine["cpu_sets"])
+    assert all(a["omp"] == str(half) for a in seen)
+    assert "**Runs 2 at a time**" in (out / "results.md").read_text()
+
+
+def test_jobs_pass_ctrl_c_on_to_every_running_run(tmp_path):
+    """With --jobs the runs sit in their own process groups (a terminal's Ctrl-C reaches run.sh alone): run.sh passes it
+    on, the hanging run writes its summary as interrupted, and what finished is kept."""
+    scripts = fake_scripts(tmp_path, "dqn")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts), FAKE_HANG_SEED="1",
+               FAKE_MARKER=str(marker))
+    proc = subprocess.Popen(["bash", str(RUN_SH), "--scripts", "dqn", "--variants", "baseline", "--seeds", "1,2", "--jobs", "2",
+                             "--out", str(out)], cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    while not (marker.exists() and len(list(out.glob("runs/dqn/baseline/seed2/*/summary.json")))) and proc.poll() is None:
+        time.sleep(0.05)  # seed 1 hangs, seed 2 has finished
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)  # run.sh's own process group only
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    assert sorted((r["seed"], r["status"]) for r in read_results(out)) == [("1", "interrupted"), ("2", "finished")]
+
+
+def test_slurm_without_sbatch_and_other_bad_scale_options(tmp_path):
+    """One line and exit 2, nothing started: --jobs 0, a GPU that does not exist, --slurm where sbatch is missing."""
+    bin_dir = tmp_path / "bin"  # every command this machine has, but sbatch
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        for f in (pathlib.Path(d).iterdir() if pathlib.Path(d).is_dir() else []):
+            if f.name != "sbatch" and not (bin_dir / f.name).exists():
+                (bin_dir / f.name).symlink_to(f)
+    out = tmp_path / "bench"
+    for args, env, message in [(["--jobs", "0"], {}, "--jobs: '0' is not a positive integer"),
+                               (["--gpus", "7"], {}, "--gpus: GPU 7 does not exist here"),
+                               (["--slurm"], {"PATH": str(bin_dir)}, "--slurm: sbatch is not on PATH")]:
+        proc = run_sh(*args, "--out", out, env=env, check=2)
+        assert proc.stderr.strip().splitlines() == [f"run.sh: error: {proc.stderr.split('error: ', 1)[1].strip()}"] and message in proc.stderr
+        assert not out.exists()
+
+
 def test_bad_options():
     for args, message in [(["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
                           (["--scripts", "a2c"], "--scripts: unknown algorithm 'a2c'"),
@@ -278,7 +345,8 @@ def test_bad_options():
         proc = run_sh(*args, check=2)
         assert message in proc.stderr, proc.stderr
     help_text = run_sh("--help", check=0).stdout
-    for option in ["--quick", "--scripts", "--variants", "--seeds", "--total-timesteps", "--out", "--aggregate", "--publish"]:
+    for option in ["--quick", "--scripts", "--variants", "--seeds", "--total-timesteps", "--out", "--aggregate", "--publish", "--jobs",
+                   "--gpus", "--slurm", "--slurm-args"]:
         assert option in help_text
 
 
