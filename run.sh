@@ -373,11 +373,15 @@ fi
 # ---------------------------------------------------------------------------------------------------------------
 # Check the options before any work.
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$JOBS' is not a positive integer (the runs at once)"
+if [ "$JOBS" -gt 1 ] && [ "$SLURM" = 0 ] && ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    die "--jobs: running runs at once needs bash 5.1 or newer (this is $BASH_VERSION); --slurm --jobs N does not"
+fi
 if [ "$SLURM" = 1 ] && ! command -v sbatch >/dev/null; then
     die "--slurm: sbatch is not on PATH (run it on a Slurm login node; tests/slurm/start-cluster.sh makes a local one)"
 fi
-if [ -n "$RUN_TASK" ]; then # a Slurm task: run one run of the plan that --slurm wrote into --out
-    [ -n "$OUT" ] && [ -f "$OUT/slurm/plan.tsv" ] || die "--run-task: needs --out DIR holding slurm/plan.tsv"
+if [ -n "$RUN_TASK" ]; then # a Slurm task, PLAN:INDEX: run one run of the plan that --slurm wrote into --out
+    [[ "$RUN_TASK" =~ ^[0-9]+:[0-9]+$ ]] && [ -n "$OUT" ] && [ -f "$OUT/slurm/plan.${RUN_TASK%%:*}.tsv" ] ||
+        die "--run-task: needs PLAN:INDEX and --out DIR holding slurm/plan.PLAN.tsv"
 fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
 [ -n "$SEL_VARIANTS" ] || SEL_VARIANTS="${VARIANTS// /,}"
@@ -434,6 +438,9 @@ OUT="$(cd "$OUT" && pwd)"
 if [ -z "$RUN_TASK" ] && [ "$APPEND" = 0 ] && { [ -e "$OUT/runs.tsv" ] || [ -e "$OUT/slurm" ]; }; then
     die "--out: $OUT already holds a benchmark (runs.tsv); choose another folder, add to it with --append, or re-read it with --aggregate $OUT"
 fi
+if [ -z "$RUN_TASK" ] && [ "$APPEND" = 1 ] && { { [ -e "$OUT/slurm" ] && [ "$SLURM" = 0 ]; } || { [ -e "$OUT/runs.tsv" ] && [ ! -e "$OUT/slurm" ] && [ "$SLURM" = 1 ]; }; }; then
+    die "--append: $OUT holds a benchmark run $([ "$SLURM" = 1 ] && echo here || echo through Slurm); add to it the same way, or use another folder"
+fi
 if [ -n "$PUBLISH" ]; then
     mkdir -p "$PUBLISH" || die "--publish: cannot create $PUBLISH"
     PUBLISH="$(cd "$PUBLISH" && pwd)"
@@ -466,12 +473,13 @@ if (out / "bench.json").is_file():  # --append: one record for all the calls
     old = json.load(open(out / "bench.json"))
     new = {**old, "command": f"{old['command']}; then {new['command']}", "quick": old["quick"] or new["quick"],
            "total_timesteps": new["total_timesteps"] or old["total_timesteps"], "extra": old["extra"] or new["extra"],
-           "budgets": {**old["budgets"], **new["budgets"]}, "seeds": sorted(set(old["seeds"]) | set(new["seeds"]))}
+           "budgets": {**old["budgets"], **new["budgets"]}, "seeds": sorted(set(old["seeds"]) | set(new["seeds"])),
+           "jobs": max(old.get("jobs", 1), new["jobs"]), "slurm": old.get("slurm", False) or new["slurm"]}
 json.dump(new, open(out / "bench.json", "w"), indent=2)
 PY
 
 record_machine() { # a Slurm submission records nothing here: its task 0 records the compute node it runs on
-    [ "$SLURM" = 1 ] || [ "${RUN_TASK:-0}" != 0 ] && return 0
+    if [ "$SLURM" = 1 ] || { [ -n "$RUN_TASK" ] && [ "${RUN_TASK#*:}" != 0 ]; }; then return 0; fi
     MACHINE_JOBS="$JOBS" MACHINE_CPU_SETS="${CPU_SETS[*]-}" MACHINE_GPUS="${RUN_GPUS[*]-}" "$PYTHON" - "$OUT" "$ROOT" <<'PY'
 
 import json, os, pathlib, platform, shutil, subprocess, sys
@@ -544,14 +552,15 @@ P_ALGO=() P_VARIANT=() P_SEED=() P_RUNDIR=() P_LOG=() P_SHOWN=() P_CMD=()
 if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
     while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
         P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
-    done < <(tail -n +2 "$OUT/slurm/plan.tsv")
+    done < <(tail -n +2 "$OUT/slurm/plan.${RUN_TASK%%:*}.tsv")
 else
     for a in "${RUN_ALGOS[@]}"; do
         for v in "${RUN_VARIANTS[@]}"; do
             for s in "${RUN_SEEDS[@]}"; do
                 name="${a}__${v}__seed${s}" k=1
                 log="logs/$name.log" rundir="runs/$a/$v/seed$s"
-                while [ -e "$OUT/$log" ] || [ -e "$OUT/$rundir" ] || in_list "$log" "${P_LOG[*]-}"; do # --append of a run made before: keep both
+                while [ -e "$OUT/$log" ] || [ -e "$OUT/$rundir" ] || in_list "$log" "${P_LOG[*]-} $(cut -f6 "$OUT"/slurm/plan.*.tsv 2>/dev/null)"; do
+                    # --append of a run made before (or planned in a Slurm array that has not run yet): keep both
                     k=$((k + 1)) log="logs/$name.$k.log" rundir="runs/$a/$v/seed$s.$k"
                 done
                 budget=()
@@ -620,21 +629,29 @@ count() { # a run's exit status from run_one
 }
 
 if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no aggregation (the dependent job does it)
-    [[ "$RUN_TASK" =~ ^[0-9]+$ ]] && [ "$RUN_TASK" -lt "$TOTAL" ] || die "--run-task: no run $RUN_TASK in $OUT/slurm/plan.tsv"
+    i=${RUN_TASK#*:}
+    [ "$i" -lt "$TOTAL" ] || die "--run-task: no run $i in $OUT/slurm/plan.${RUN_TASK%%:*}.tsv"
     mkdir -p "$OUT/tasks"
-    run_one "$RUN_TASK" "$OUT/tasks/$RUN_TASK.tsv" "" ""
-    exit $?
+    record="$OUT/tasks/${RUN_TASK/:/.}.tsv"
+    # what stays if Slurm kills the task (its time limit, scancel, a node lost): the run as failed; run_one replaces it
+    printf '%s\t%s\t%s\tfailed\t\t\t%s\t%s\n' "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
+    run_one "$i" "$record.new" "" ""
+    rc=$?
+    mv "$record.new" "$record"
+    exit $rc
 fi
 
 if [ "$SLURM" = 1 ]; then # submit: a job array of the runs (at most --jobs at once), then the aggregation after them
     mkdir -p "$OUT/slurm"
+    plan=1 # one plan per submission: an --append never rewrites the plan of an array that may still be pending
+    while [ -e "$OUT/slurm/plan.$plan.tsv" ]; do plan=$((plan + 1)); done
     { printf 'index\talgorithm\tvariant\tseed\trundir\tlog\tcommand\tquoted\n'
       for ((i = 0; i < TOTAL; i++)); do
           printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_RUNDIR[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "${P_CMD[$i]}"
-      done; } >"$OUT/slurm/plan.tsv"
+      done; } >"$OUT/slurm/plan.$plan.tsv"
     read -r -a sargs <<<"$SLURM_ARGS"
     array=$(sbatch --parsable --job-name=run.sh --array="0-$((TOTAL - 1))%$JOBS" --output="$OUT/slurm/%A_%a.out" ${sargs[@]+"${sargs[@]}"} \
-        --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --out $(printf %q "$OUT") --run-task \$SLURM_ARRAY_TASK_ID") ||
+        --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --out $(printf %q "$OUT") --run-task $plan:\$SLURM_ARRAY_TASK_ID") ||
         die "--slurm: sbatch refused the job array (see its message above)"
     publish_flag=""
     [ -n "$PUBLISH" ] && publish_flag=" --publish $(printf %q "$PUBLISH")"
@@ -680,7 +697,7 @@ else # a pool of --jobs slots, each run in its own process group: Ctrl-C is pass
         FREE=("${FREE[@]:1}")
         gpu=""
         [ ${#RUN_GPUS[@]} -gt 0 ] && gpu=${RUN_GPUS[$((slot % ${#RUN_GPUS[@]}))]}
-        run_one "$i" "$OUT/runs.tsv" "${CPU_SETS[$slot]-}" "$gpu" &
+        (trap : INT; run_one "$i" "$OUT/runs.tsv" "${CPU_SETS[$slot]-}" "$gpu") & # the row is written even after a Ctrl-C
         SLOT_OF[$!]=$slot
     done
     while [ ${#SLOT_OF[@]} -gt 0 ]; do reap; done

@@ -251,10 +251,10 @@ def check_args(args: Args):
     obs, act = (env.observation_space, env.action_space) if env else (None, None)
     if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete) and act.start == 0):
         sys.exit(f"error: --env-id: {args.env_id} is {(obs, act) if env else 'an unknown environment'}; DQN needs a flat Box and Discrete actions from 0")
-    ranges = {"[0, inf)": "seed learning_starts measure_burnin eval_episodes", "[0, 1]": "gamma start_e end_e", "(0, 1]": "tau exploration_fraction",
-              "[1, inf)": "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval",
-              f"[{args.batch_size}, inf)": "buffer_size", "(0, inf)": "learning_rate"}
-    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+    ranges = {"seed learning_starts measure_burnin eval_episodes": "[0, inf)", "gamma start_e end_e": "[0, 1]", "learning_rate": "(0, inf)",
+              "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval": "[1, inf)",
+              "tau exploration_fraction": "(0, 1]", "buffer_size": f"[{args.batch_size}, inf)"}
+    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in names.split():
             if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
@@ -324,7 +324,7 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                        world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
                        episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
-        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
                   f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))

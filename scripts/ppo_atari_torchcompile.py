@@ -410,10 +410,10 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {"[0, inf)": "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef", "[0, 1]": "gamma gae_lambda",
-              "[1, inf)": "num_envs num_steps num_minibatches update_epochs log_interval", "(0, inf)": "learning_rate max_grad_norm target_kl",
-              f"[{args.num_envs * args.num_steps}, inf)": "total_timesteps"}  # at least one rollout
-    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
+              "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
+              "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
+    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
             if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
@@ -485,7 +485,7 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                        world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
                        episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
-        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
                   f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))

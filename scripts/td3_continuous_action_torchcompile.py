@@ -355,10 +355,10 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
         sys.exit(f"error: --env-id: {args.env_id}: TD3 needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
-    ranges = {"[0, inf)": "seed learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip", "[0, 1]": "gamma",
-              "(0, 1]": "tau", "[1, inf)": "num_envs batch_size total_timesteps policy_frequency log_interval",
-              f"[{args.batch_size}, inf)": "buffer_size", "(0, inf)": "learning_rate"}
-    for interval, names in ranges.items():  # every number in its range, a NaN fails every comparison
+    ranges = {"seed learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip": "[0, inf)", "gamma": "[0, 1]",
+              "tau": "(0, 1]", "num_envs batch_size total_timesteps policy_frequency log_interval": "[1, inf)",
+              "buffer_size": f"[{args.batch_size}, inf)", "learning_rate": "(0, inf)"}
+    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in names.split():
             if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
@@ -428,7 +428,7 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                        world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
                        episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
-        if summary["sps"] is None and status == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
                   f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))

@@ -55,6 +55,15 @@ def test_every_number_has_its_range(script, capsys):
     assert capsys.readouterr().err == ""  # no warning before the error
 
 
+@pytest.mark.parametrize("script", ["dqn_torchcompile", "sac_continuous_action"])
+def test_a_range_that_depends_on_another_flag_leaves_the_others_checked(script):
+    """--buffer-size's range starts at --batch-size: with --batch-size 1 it reads [1, inf), as the counts' range does,
+    and the table keeps both (a table keyed by range would have lost one)."""
+    module = load_script(script)
+    fails_naming(module, "--log-interval", batch_size=1, buffer_size=1, log_interval=0)
+    fails_naming(module, "--buffer-size", batch_size=64, buffer_size=32)
+
+
 @pytest.mark.parametrize("script", ["td3_continuous_action", "ppo_continuous_action_torchcompile"])
 def test_coefficients_and_tau(script):
     module = load_script(script)

@@ -336,6 +336,37 @@ def test_slurm_without_sbatch_and_other_bad_scale_options(tmp_path):
         assert not out.exists()
 
 
+def fake_sbatch(tmp_path):
+    """A stand-in sbatch on PATH that accepts any job and prints a job id, as `sbatch --parsable` does."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho $$\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_a_slurm_task_killed_midway_is_recorded_as_failed(tmp_path):
+    """A task that Slurm kills (time limit, scancel, a node lost) never reaches its last line: the record it wrote
+    first stays, and the run shows as failed in the results. And a Slurm folder takes no local runs."""
+    scripts = fake_scripts(tmp_path, "dqn")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = {"RUN_SH_SCRIPTS_DIR": str(scripts), **fake_sbatch(tmp_path)}
+    run_sh("--scripts", "dqn", "--variants", "baseline", "--seeds", "1", "--slurm", "--out", out, env=env, check=0)
+    assert (out / "slurm" / "plan.1.tsv").is_file()
+    task = subprocess.Popen(["bash", str(RUN_SH), "--out", str(out), "--run-task", "1:0"], cwd=ROOT, start_new_session=True,
+                            env=dict(os.environ, PYTHON=sys.executable, **env, FAKE_HANG_SEED="1", FAKE_MARKER=str(marker)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not marker.exists() and task.poll() is None:
+        time.sleep(0.05)
+    os.killpg(task.pid, signal.SIGKILL)  # what a node lost does (Slurm's SIGTERM then SIGKILL ends the same way)
+    task.wait()
+    assert (out / "tasks" / "1.0.tsv").read_text().split("\t")[:4] == ["dqn", "baseline", "1", "failed"]
+    run_sh("--aggregate", out, check=0)
+    assert [(r["seed"], r["status"]) for r in read_results(out)] == [("1", "failed")]
+    proc = run_sh("--append", "--scripts", "dqn", "--seeds", "2", "--out", out, env=env, check=2)
+    assert "holds a benchmark run through Slurm" in proc.stderr
+
+
 def test_bad_options():
     for args, message in [(["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
                           (["--scripts", "a2c"], "--scripts: unknown algorithm 'a2c'"),

@@ -39,7 +39,7 @@ def test_a_job_array_then_its_aggregation(tmp_path):
     wait_for([array, aggregation])
     assert "run.sh:" in (out / "slurm" / "aggregate.out").read_text()
     # one record file per task (no two tasks write one file), gathered into runs.tsv by the aggregation
-    assert sorted(p.name for p in (out / "tasks").iterdir()) == ["0.tsv", "1.tsv", "2.tsv", "3.tsv"]
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == ["1.0.tsv", "1.1.tsv", "1.2.tsv", "1.3.tsv"]  # plan 1, tasks 0-3
     rows = read_results(out)
     assert sorted((r["algorithm"], r["variant"], r["status"]) for r in rows) == [
         ("dqn", "baseline", "finished"), ("dqn", "fast", "finished"),
@@ -66,3 +66,19 @@ def test_sbatch_options_pass_through(tmp_path):
         record = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
         assert "JobName=mine" in record and "TimeLimit=00:10:00" in record, record
     assert [r["status"] for r in read_results(out)] == ["finished"]
+
+
+def test_an_append_submits_its_own_plan(tmp_path):
+    """Two submissions into one folder: each array reads its own plan (the second never rewrites the first's, which
+    may still be pending), and the last aggregation covers both."""
+    if not cluster_answers():
+        pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
+    out, jobs = tmp_path / "bench", []
+    for args in (["--variants", "baseline"], ["--append", "--variants", "fast"]):
+        proc = run_sh("--quick", "--scripts", "dqn", *args, "--slurm", "--out", out, check=0)
+        jobs += re.search(r"job array (\d+) .* aggregation job (\d+)", proc.stdout).groups()
+    wait_for(jobs)
+    assert sorted(p.name for p in (out / "slurm").glob("plan.*.tsv")) == ["plan.1.tsv", "plan.2.tsv"]
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == ["1.0.tsv", "2.0.tsv"]
+    run_sh("--aggregate", out, check=0)  # (the first aggregation may have run before the second array ended)
+    assert sorted((r["variant"], r["status"]) for r in read_results(out)) == [("baseline", "finished"), ("fast", "finished")]

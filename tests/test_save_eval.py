@@ -34,8 +34,9 @@ def run_dir(summary):
 
 
 def evaluate_file(script, env_id, model, tmp_path, *flags):
-    _, summary = run_script(script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path)
+    proc, summary = run_script(script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path)
     assert summary["status"] == "evaluated" and summary["global_step"] == 0 and summary["eval_episodes"] == 2
+    assert "warning: --total-timesteps" not in proc.stderr  # an evaluation is no short training run
     assert not (run_dir(summary) / "model.pt").exists()  # nothing was trained, nothing is saved
     return summary["eval_return_mean"]
 
