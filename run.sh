@@ -650,13 +650,14 @@ if [ "$SLURM" = 1 ]; then # submit: a job array of the runs (at most --jobs at o
           printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_RUNDIR[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "${P_CMD[$i]}"
       done; } >"$OUT/slurm/plan.$plan.tsv"
     read -r -a sargs <<<"$SLURM_ARGS"
+    self="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh")" # this run.sh, with its interpreter, on a node
     array=$(sbatch --parsable --job-name=run.sh --array="0-$((TOTAL - 1))%$JOBS" --output="$OUT/slurm/%A_%a.out" ${sargs[@]+"${sargs[@]}"} \
-        --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --out $(printf %q "$OUT") --run-task $plan:\$SLURM_ARRAY_TASK_ID") ||
+        --wrap="$self --out $(printf %q "$OUT") --run-task $plan:\$SLURM_ARRAY_TASK_ID") ||
         die "--slurm: sbatch refused the job array (see its message above)"
     publish_flag=""
     [ -n "$PUBLISH" ] && publish_flag=" --publish $(printf %q "$PUBLISH")"
     agg=$(sbatch --parsable --job-name=run.sh-aggregate --dependency="afterany:${array%%;*}" --output="$OUT/slurm/aggregate.out" \
-        ${sargs[@]+"${sargs[@]}"} --wrap="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh") --aggregate $(printf %q "$OUT")$publish_flag") ||
+        ${sargs[@]+"${sargs[@]}"} --wrap="$self --aggregate $(printf %q "$OUT")$publish_flag") ||
         die "--slurm: sbatch refused the aggregation job (the array ${array%%;*} is submitted: scancel it or aggregate by hand)"
     echo "run.sh: submitted $TOTAL runs as the job array ${array%%;*} (at most $JOBS at once) and the aggregation job ${agg%%;*}"
     echo "run.sh: watch them with: squeue -j ${array%%;*},${agg%%;*}   (each run's log: $OUT/logs/; Slurm's: $OUT/slurm/)"

@@ -18,6 +18,12 @@ def cluster_answers():
     return bool({"idle", "mix", "alloc"} & set(states))
 
 
+@pytest.fixture(autouse=True)
+def a_cluster():
+    if not cluster_answers():
+        pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
+
+
 def wait_for(job_ids):
     """Until squeue no longer lists the jobs (the array's tasks and the aggregation)."""
     while True:
@@ -28,8 +34,6 @@ def wait_for(job_ids):
 
 
 def test_a_job_array_then_its_aggregation(tmp_path):
-    if not cluster_answers():
-        pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
     out = tmp_path / "bench"
     # --jobs 1: the array's tasks one at a time (two torch processes on this 2-core machine would slow each other 10-70x)
     proc = run_sh("--quick", "--scripts", "dqn,sac_continuous_action", "--variants", "baseline,fast", "--slurm", "--jobs", "1",
@@ -55,8 +59,6 @@ def test_a_job_array_then_its_aggregation(tmp_path):
 
 
 def test_sbatch_options_pass_through(tmp_path):
-    if not cluster_answers():
-        pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
     out = tmp_path / "bench"
     proc = run_sh("--quick", "--scripts", "dqn", "--variants", "baseline", "--slurm", "--slurm-args", "--time=10 --job-name=mine",
                   "--out", out, check=0)
@@ -71,8 +73,6 @@ def test_sbatch_options_pass_through(tmp_path):
 def test_an_append_submits_its_own_plan(tmp_path):
     """Two submissions into one folder: each array reads its own plan (the second never rewrites the first's, which
     may still be pending), and the last aggregation covers both."""
-    if not cluster_answers():
-        pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
     out, jobs = tmp_path / "bench", []
     for args in (["--variants", "baseline"], ["--append", "--variants", "fast"]):
         proc = run_sh("--quick", "--scripts", "dqn", *args, "--slurm", "--out", out, check=0)
