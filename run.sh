@@ -7,7 +7,8 @@
 set -uo pipefail # no -e: a run that fails is recorded and the others go on
 
 ALGOS="ppo_atari ppo_continuous_action sac_continuous_action td3_continuous_action dqn"
-VARIANTS="baseline fast compile compile_cudagraphs"
+VARIANTS="baseline fast compile compile_cudagraphs"  # the default matrix
+MODE_VARIANTS="compile_max_autotune_no_cudagraphs compile_reduce_overhead compile_max_autotune"  # torch.compile's other modes, on request
 DEFAULT_SEEDS="1,2,3"
 RUNS_HEADER=$'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand' # runs.tsv: one row per attempted run
 QUICK_SEEDS="1"
@@ -40,6 +41,9 @@ variant_flags() {
     case "$1" in
         compile) echo "--compile" ;;
         compile_cudagraphs) echo "--compile --cudagraphs" ;;
+        compile_max_autotune_no_cudagraphs) echo "--compile --compile-mode max-autotune-no-cudagraphs" ;;
+        compile_reduce_overhead) echo "--compile --compile-mode reduce-overhead" ;;
+        compile_max_autotune) echo "--compile --compile-mode max-autotune" ;;
         *) echo "" ;;
     esac
 }
@@ -54,14 +58,19 @@ each variant, each seed:
   fast                scripts/<algo>_torchcompile.py
   compile             scripts/<algo>_torchcompile.py --compile
   compile_cudagraphs  scripts/<algo>_torchcompile.py --compile --cudagraphs
-With no options: all algorithms, all four variants, seeds ${DEFAULT_SEEDS}, the scripts' default budgets
+and, only where --variants names them, torch.compile's other modes (--compile-mode; the last two capture CUDA
+graphs themselves and run without them on a CPU, with a warning):
+  compile_max_autotune_no_cudagraphs   --compile --compile-mode max-autotune-no-cudagraphs
+  compile_reduce_overhead              --compile --compile-mode reduce-overhead
+  compile_max_autotune                 --compile --compile-mode max-autotune
+With no options: all algorithms, the four variants above, seeds ${DEFAULT_SEEDS}, the scripts' default budgets
 (the full reproduction; hours on a GPU, much longer on a CPU).
 
 Options:
   --quick                 tiny budgets (the table at the top of run.sh) and one seed (${QUICK_SEEDS}): a smoke test
                           of every run, minutes on a 2-core CPU; its numbers are not representative
   --scripts A,B           algorithms to run (default: all): ${ALGOS// /, }
-  --variants V,W          variants to run (default: all): ${VARIANTS// /, }
+  --variants V,W          variants to run (default: ${VARIANTS// /, }); also ${MODE_VARIANTS// /, }
   --seeds 1,2,3           seeds (default: ${DEFAULT_SEEDS}, or ${QUICK_SEEDS} with --quick)
   --total-timesteps N     give every run this budget (overrides the defaults and --quick's)
   --out DIR               where everything goes (default: bench/<date-time>; bench/ is git-ignored);
@@ -202,16 +211,15 @@ aggregate() { # dir
     fi
     MPLBACKEND=Agg "$PYTHON" - "$1" <<'PY'
 import json, os, pathlib, sys
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
 out = pathlib.Path(sys.argv[1]).resolve()
 ALGOS = ["ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action", "dqn"]
-VARIANTS = ["baseline", "fast", "compile", "cudagraphs", "compile_cudagraphs"]
+VARIANTS = "baseline fast compile cudagraphs compile_cudagraphs compile_max_autotune_no_cudagraphs compile_reduce_overhead compile_max_autotune".split()
 COLORS = {v: f"C{i}" for i, v in enumerate(VARIANTS)}  # matplotlib's default colours (tab10)
-COLUMNS = ("algorithm variant seed status env_id sps episodic_return episodes global_step total_timesteps wall_time_s warmup_s compile cudagraphs "
-           "device gpu_name cpu_count torch_version script exit_code error run_dir log command").split()
+COLUMNS = ("algorithm variant seed status env_id sps episodic_return episodes global_step total_timesteps wall_time_s warmup_s compile compile_mode "
+           "cudagraphs device gpu_name cpu_count torch_version script exit_code error run_dir log command").split()
 
 
 def log_tail(log, n=20):  # progress-bar redraws use \r: keep what the terminal would show last on each line
@@ -227,9 +235,11 @@ def add_summary(rec, path):  # rec (a runs.tsv row, or {}) with the run's summar
     except (OSError, ValueError) as e:
         return {"algorithm": "?", "variant": "?", **rec, "status": "failed", "error": f"unreadable summary.json: {e}"}
     args = s.get("args") or {}  # every flag; older summaries also had env_id, seed, compile and cudagraphs at the top level
-    flags = {k: args.get(k, s.get(k, no)) for k, no in dict(env_id=None, seed=None, compile=False, cudagraphs=False, total_timesteps=None).items()}
-    algorithm = s.get("script", "?").removesuffix("_torchcompile")
-    variant = "baseline" if s.get("script") == algorithm else "_".join(k for k in ["compile", "cudagraphs"] if flags[k]) or "fast"
+    flags = {k: args.get(k, s.get(k, no)) for k, no in dict(env_id=None, seed=None, compile=False, compile_mode=None, cudagraphs=False,
+                                                             total_timesteps=None).items()}
+    algorithm, mode = s.get("script", "?").removesuffix("_torchcompile"), (flags["compile_mode"] or "default").replace("-", "_")
+    parts = ["compile"] * flags["compile"] + [mode] * (mode != "default") + ["cudagraphs"] * flags["cudagraphs"]  # as --variants names them
+    variant = "baseline" if s.get("script") == algorithm else "_".join(parts) or "fast"
     return {k: s[k] for k in COLUMNS if k in s} | flags | {"algorithm": algorithm, "variant": variant, "status": s.get("status") or "unknown"} | rec
 
 
@@ -250,13 +260,12 @@ rank = {name: i for i, name in enumerate(dict.fromkeys(ALGOS + VARIANTS + sorted
 runs = runs.sort_values(["algorithm", "variant", "seed"], key=lambda c: pd.to_numeric(c, errors="coerce").fillna(0) if c.name == "seed" else c.map(rank))
 runs.to_csv(out / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
 
-# per algorithm and variant: steps/s median and range, return mean and std, over the runs that finished
-keys = ["algorithm", "variant"]
-done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float})
-stats = runs[keys + ["status"]].join(done[["sps", "episodic_return", "env_id", "total_timesteps"]]).groupby(keys, sort=False).agg(
+keys = ["algorithm", "variant"]  # per algorithm and variant: steps/s, warm-up, return (mean, std), over the runs that finished
+done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float, "warmup_s": float})
+stats = runs[keys + ["status"]].join(done[["sps", "warmup_s", "episodic_return", "env_id", "total_timesteps"]]).groupby(keys, sort=False).agg(
     runs=("status", "size"), finished=("status", lambda s: s.eq("finished").sum()), seeds=("sps", lambda s: s.dropna().tolist()),
-    median=("sps", "median"), low=("sps", "min"), high=("sps", "max"), rets=("episodic_return", "count"), ret_mean=("episodic_return", "mean"),
-    ret_std=("episodic_return", "std"), env=("env_id", lambda ids: ", ".join(sorted(set(ids.dropna()) - {""}))),
+    median=("sps", "median"), low=("sps", "min"), high=("sps", "max"), warmup=("warmup_s", "median"), rets=("episodic_return", "count"),
+    ret_mean=("episodic_return", "mean"), ret_std=("episodic_return", "std"), env=("env_id", lambda ids: ", ".join(sorted(set(ids.dropna()) - {""}))),
     steps=("total_timesteps", lambda ts: "/".join(f"{t:,}" for t in sorted(set(ts.dropna()))))).reset_index()
 stats["speedup"] = stats["median"] / stats.algorithm.map(stats[stats.variant == "baseline"].set_index("algorithm")["median"])  # of medians
 
@@ -268,8 +277,7 @@ if machine:  # what machine.json says, where there is one
     device = machine.get("gpu") or f"CPU only, {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores"
 
 for a, rows in stats.groupby("algorithm", sort=False):
-    # steps/s: one bar per variant (median), whiskers (min..max), dots (seeds), the speed-up above
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")  # steps/s: bars (median), whiskers (range), dots (seeds)
     ax.bar(range(len(rows)), rows["median"], yerr=[(rows["median"] - rows.low).to_numpy(), (rows.high - rows["median"]).to_numpy()],
            capsize=4, color=[COLORS.get(v, "grey") for v in rows.variant], alpha=0.8)
     for i, st in enumerate(rows.itertuples()):
@@ -306,8 +314,7 @@ for a, rows in stats.groupby("algorithm", sort=False):
     plt.close("all")
 
 md = ["# Benchmark results", "", f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in sorted(runs.status.value_counts().items())) + "."]
-md += [f"Made with `{bench['command']}`" + (f", started {bench['started']}" if bench.get("started") else "") + "."] if bench.get("command") else []
-md.append("")
+md += ([f"Made with `{bench['command']}`" + (f", started {bench['started']}" if bench.get("started") else "") + "."] if bench.get("command") else []) + [""]
 if bench.get("quick"):
     md.append("**Budgets: `--quick`**, tiny runs for a smoke test (flags below); these steps/s and returns are NOT representative of the default budgets.")
 elif bench.get("total_timesteps") or bench.get("extra"):
@@ -321,21 +328,22 @@ md += [f"**Runs {bench['jobs']} at a time** (`--jobs`{', Slurm' * bench.get('slu
 md += ["", "## Machine", ""] + [f"- {k}: {'none' if v in (None, '') else v}" for k, v in machine.items()]
 md += [] if machine else [f"- not recorded (no machine.json); the runs say: {device}"]
 md += ["", "## Steps per second and final return", "",
-       "| algorithm | variant | env | steps | runs | steps/s median | steps/s range | speed-up | episodic return |", "| --- " * 9 + "|"]
+       "| algorithm | variant | env | steps | runs | steps/s median | steps/s range | speed-up | warm-up s | episodic return |", "| --- " * 10 + "|"]
 for st in stats.itertuples():
     fmt = "{:,.0f}".format if st.median >= 100 else "{:,.1f}".format  # one precision per row, set by its median
     sps = f"{fmt(st.median)} | {fmt(st.low)}–{fmt(st.high)}" if pd.notna(st.median) else "– | –"
     speedup = f"{st.speedup:.2f}x" if pd.notna(st.speedup) else "–"
+    warmup = f"{st.warmup:,.1f}" if pd.notna(st.warmup) else "–"
     ret = "–" if not st.rets else f"{st.ret_mean:,.1f} (1 run)" if st.rets == 1 else f"{st.ret_mean:,.1f} ± {st.ret_std:,.1f}"
     if 0 < st.rets < st.finished:
         ret += f" ({st.rets} of {st.finished} runs had a finished episode)"
-    md.append(f"| {st.algorithm} | {st.variant} | {st.env or '–'} | {st.steps or '–'} | {st.finished}/{st.runs} | {sps} | {speedup} | {ret} |")
+    md.append(f"| {st.algorithm} | {st.variant} | {st.env or '–'} | {st.steps or '–'} | {st.finished}/{st.runs} | {sps} | {speedup} | {warmup} | {ret} |")
 md += ["", "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of each run; "
-       "median and range (min–max) over the seeds that finished.",
+       "median and range (min–max) over the seeds that finished; warm-up s: the burn-in's wall time (`warmup_s`), median.",
        "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
        "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
-       "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
-       "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`.", ""]
+       "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; compile = fast `--compile`; "
+       "compile_cudagraphs = fast `--compile --cudagraphs`; compile_<mode> = fast `--compile --compile-mode <mode>`.", ""]
 md += ["## Plots", ""] if len(stats) else []
 for a in stats.algorithm.unique():
     md += [f"### {a}", "", f"![sps_{a}.png](sps_{a}.png)", f"![curves_{a}.png](curves_{a}.png)", ""]
@@ -395,7 +403,7 @@ for a in ${SEL_SCRIPTS//,/ }; do
 done
 RUN_VARIANTS=()
 for v in ${SEL_VARIANTS//,/ }; do
-    in_list "$v" "$VARIANTS" || die "--variants: unknown variant '$v' (allowed: ${VARIANTS// /, })"
+    in_list "$v" "$VARIANTS $MODE_VARIANTS" || die "--variants: unknown variant '$v' (allowed: ${VARIANTS// /, }, ${MODE_VARIANTS// /, })"
     RUN_VARIANTS+=("$v")
 done
 RUN_SEEDS=()

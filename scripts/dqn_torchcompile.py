@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +21,9 @@ import torch.optim as optim
 import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
+from torch.utils._pytree import tree_map_only
+
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -54,6 +58,8 @@ class Args:
     """environment steps between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the update and the policy are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the update and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
@@ -116,8 +122,7 @@ def evaluate(args, act, video_dir):
 
 
 class ReplayBuffer:
-    """The replay buffer on the training device: one preallocated tensor, a row per transition.
-    Speed: a step costs one host-to-device copy, a sample is one gather on the device (no numpy, no copies back)."""
+    """One preallocated tensor on the training device, a row per transition. Speed: a step is one copy, a sample one gather."""
 
     def __init__(self, size, obs_dim, device):
         self.size, self.obs_dim, self.pos, self.full = size, obs_dim, 0, False
@@ -127,8 +132,7 @@ class ReplayBuffer:
     def add(self, obs, next_obs, actions, rewards, terminations):
         # only a termination stops the bootstrap, never a truncation
         rows = np.concatenate([obs, next_obs, actions[:, None], rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
-        # Speed: a copy that does not wait for the device (torch.as_tensor(x, device=...) would block).
-        rows, n = torch.from_numpy(rows).to(self.storage.device, non_blocking=True), len(obs)
+        rows, n = torch.from_numpy(rows).to(self.storage.device, non_blocking=True), len(obs)  # Speed: no wait for the device
         first = min(n, self.size - self.pos)
         self.storage[self.pos : self.pos + first] = rows[:first]
         if first < n:  # (an empty copy would still cost a call per step)
@@ -138,15 +142,10 @@ class ReplayBuffer:
             self.count.fill_(self.size if self.full else self.pos + n)  # fill_ of a Python number: no sync
         self.pos = (self.pos + n) % self.size
 
-    def sample(self, batch_size):
-        # Speed: indices drawn on the device below the row count held there: no wait for the host, and it can sit in
-        # the compiled / graphed update (the modulo's bias is below 1e-14).
-        idx = torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count
-        return self.storage[idx]
-
-    @staticmethod
-    def split(batch, obs_dim):  # rows -> (obs, actions, next_obs, rewards, terminations), as views (actions as floats)
-        return batch[:, :obs_dim], batch[:, 2 * obs_dim], batch[:, obs_dim : 2 * obs_dim], batch[:, -2], batch[:, -1]
+    def sample(self, batch_size):  # -> observations, actions (as floats), next observations, rewards, terminations: views
+        # Speed: indices drawn on the device below the count held there: no host wait, and fit for the compiled / graphed update
+        batch, d = self.storage[torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count], self.obs_dim
+        return batch[:, :d], batch[:, 2 * d], batch[:, d : 2 * d], batch[:, -2], batch[:, -1]
 
 
 # ALGO LOGIC: initialize agent here:
@@ -171,9 +170,19 @@ def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
 
 
 def due(first_step, num_envs, frequency):
-    """How many of the env steps first_step .. first_step + num_envs - 1 are multiples of `frequency`
-    (CleanRL's `global_step % frequency == 0`, for any number of envs)."""
+    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency` (CleanRL's `%`, any num_envs)."""
     return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
+
+
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+    def call(*inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+    return call
 
 
 def make_dqn(args: Args, obs_dim, n_actions, device):
@@ -183,9 +192,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
     dqn.target_network = target_network = QNetwork(obs_dim, n_actions).to(device).requires_grad_(False)
     target_network.load_state_dict(q_network.state_dict())
     dqn.rb = rb = ReplayBuffer(args.buffer_size, obs_dim, device)
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager, capturable under
-    # CUDA graphs; under compile, inductor fuses the plain step. The learning rate is a tensor: changing it in place
-    # reaches the compiled and captured step without a recompile or a new capture.
+    # Speed: Adam fused in eager, capturable in graphs, plain under compile (inductor fuses it); a tensor lr: no recompile
     adam = dict(capturable=True) if args.cudagraphs and device.type == "cuda" else {} if args.compile else dict(fused=True)
     dqn.optimizer = optimizer = optim.Adam(q_network.parameters(), lr=torch.tensor(args.learning_rate, device=device), **adam)
     online, targets = list(q_network.parameters()), list(target_network.parameters())
@@ -194,11 +201,9 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
         old_val = q_values(params, observations).gather(1, actions.long().unsqueeze(1)).squeeze(1)
         return F.mse_loss(td_target, old_val), old_val
 
-    def update():
-        # Speed: the whole training step (sample, loss, gradients, optimizer step) is one function, so that it is one
-        # compiled call, or one CUDA graph replay.
+    def update():  # Speed: the whole training step (sample, loss, gradients, Adam): one compiled call or one graph replay
         with torch.no_grad():
-            observations, actions, next_observations, rewards, dones = ReplayBuffer.split(rb.sample(args.batch_size), obs_dim)
+            observations, actions, next_observations, rewards, dones = rb.sample(args.batch_size)
             target_max, _ = q_values(targets, next_observations).max(dim=1)
             td_target = rewards + args.gamma * target_max * (1 - dones)
         if args.compile:  # Speed: gradients from torch.func.grad, as loss.backward() and zero_grad() would break the graph
@@ -214,22 +219,16 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
         return dict(td_loss=loss.detach(), q_values=old_val.detach().mean())
 
     def policy(obs):
-        # The greedy action, for acting and for evaluation: one compiled / captured function serves both.
-        with torch.no_grad():
+        with torch.no_grad():  # the greedy action, for acting and for evaluation: one compiled / captured function for both
             return q_values(online, obs).argmax(dim=1)
 
     def update_target():
-        # Speed: one in-place multi-tensor lerp (exactly a copy for CleanRL's tau=1), under no_grad: with autograd on,
-        # in-place ops on the targets would record history and leak memory.
-        with torch.no_grad():
+        with torch.no_grad():  # Speed: one in-place multi-tensor lerp (a copy for tau=1); no_grad, or it records history
             torch._foreach_lerp_(targets, online, args.tau)
 
-    dqn.update, dqn.policy, dqn.update_target = update, policy, update_target
-    if args.compile:
-        dqn.update = torch.compile(update)
-        dqn.policy = torch.compile(policy)
-    if args.cudagraphs:
-        # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels.
+    dqn.update, dqn.policy = (compiled(update, args), compiled(policy, args)) if args.compile else (update, policy)
+    dqn.update_target = update_target
+    if args.cudagraphs:  # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
         dqn.update = CudaGraphModule(dqn.update, warmup=warmup)
         dqn.policy = CudaGraphModule(dqn.policy, warmup=warmup)
@@ -238,14 +237,17 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
 def main(args: Args):
     check_args(args)
+    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
+        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     if args.eval_model:  # evaluation only: no training
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
+        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     log = RunLog(args, ["td_loss", "q_values", "epsilon"])
 
     # TRY NOT TO MODIFY: seeding
@@ -273,14 +275,12 @@ def main(args: Args):
     metrics, status, steps_done = {}, "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    obs, _ = envs.reset(seed=args.seed)
-    obs = obs.astype(np.float32)
+    obs = envs.reset(seed=args.seed)[0].astype(np.float32)
     try:
         for global_step in range(0, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
             epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
-            # Speed: the coin and the random actions stay on the host, as in CleanRL: an exploring step costs no device
-            # work and no transfer, a greedy one a single sync (the action).
+            # Speed: the coin and the random actions stay on the host, as in CleanRL: only a greedy step uses the device (one sync)
             if random.random() < epsilon:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
             else:

@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
+from typing import Literal
 
 import envpool
 import numpy as np
@@ -21,6 +22,9 @@ import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
 from torch.distributions.categorical import Categorical
+from torch.utils._pytree import tree_map_only
+
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -53,6 +57,8 @@ class Args:
     """iterations between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the policy, GAE and the update are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
@@ -198,6 +204,17 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     return advantages, returns
 
 
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+    def call(*inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+    return call
+
+
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
@@ -270,9 +287,9 @@ def make_ppo(args: Args, agent, device):
 
     ppo.policy, ppo.gae, ppo.update = policy, gae, update
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        ppo.policy = torch.compile(policy)
-        ppo.gae = torch.compile(gae, fullgraph=True)
-        ppo.update = torch.compile(update)
+        ppo.policy = compiled(policy, args)
+        ppo.gae = compiled(gae, args, fullgraph=True)
+        ppo.update = compiled(update, args)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
         ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
@@ -292,6 +309,8 @@ def explained_variance(values, returns, w):
 
 def main(args: Args):
     check_args(args)
+    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
+        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
@@ -300,9 +319,10 @@ def main(args: Args):
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
+        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
 
     # TRY NOT TO MODIFY: seeding

@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,9 @@ import torch.optim as optim
 import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
+from torch.utils._pytree import tree_map_only
+
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Args:
     """environment steps between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the updates and the policy are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
@@ -205,6 +211,17 @@ class Actor(nn.Module):
         return action, log_prob, mean
 
 
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+    def call(*inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+    return call
+
+
 def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
     sac = SimpleNamespace(obs_dim=obs_dim, action_dim=action_dim)
@@ -299,9 +316,9 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     sac.update_critic, sac.update_actor, sac.update_target, sac.policy = update_critic, update_actor, update_target, policy
     if args.compile:
-        sac.update_critic = torch.compile(update_critic)
-        sac.update_actor = torch.compile(update_actor)
-        sac.policy = torch.compile(policy)
+        sac.update_critic = compiled(update_critic, args)
+        sac.update_actor = compiled(update_actor, args)
+        sac.policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
@@ -314,14 +331,17 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 def main(args: Args):
     check_args(args)
+    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
+        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     if args.eval_model:  # evaluation only: no training, no replay memory
         args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
+        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     log = RunLog(args, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha", "alpha_loss"])

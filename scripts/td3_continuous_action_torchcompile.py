@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +21,9 @@ import torch.optim as optim
 import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
+from torch.utils._pytree import tree_map_only
+
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -54,6 +58,8 @@ class Args:
     """environment steps between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the updates and the policy are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
 
@@ -178,6 +184,17 @@ class Actor(nn.Module):
         return x * self.action_scale + self.action_bias
 
 
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+    def call(*inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+    return call
+
+
 def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
     td3 = SimpleNamespace(obs_dim=obs_dim, action_dim=action_dim)
@@ -256,9 +273,9 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     td3.update_critic, td3.update_actor, td3.policy = update_critic, update_actor, policy
     if args.compile:
-        td3.update_critic = torch.compile(update_critic)
-        td3.update_actor = torch.compile(update_actor)
-        td3.policy = torch.compile(policy)
+        td3.update_critic = compiled(update_critic, args)
+        td3.update_actor = compiled(update_actor, args)
+        td3.policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
@@ -270,14 +287,17 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 def main(args: Args):
     check_args(args)
+    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
+        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     if args.eval_model:  # evaluation only: no training, no replay memory
         args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if args.cudagraphs and not args.cuda:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
+    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
+        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     log = RunLog(args, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss"])

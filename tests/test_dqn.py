@@ -142,9 +142,8 @@ def test_fast_update_equals_cleanrl_update():
     got, expected = [], []
     for i in range(3):
         torch.manual_seed(100 + i)
-        batch = agent.rb.sample(BATCH)  # the batch the update draws with this seed
-        o, no = batch[:, :OBS_DIM], batch[:, OBS_DIM:2 * OBS_DIM]
-        a, r, d = batch[:, -3].long().unsqueeze(1), batch[:, -2], batch[:, -1]
+        o, a, no, r, d = agent.rb.sample(BATCH)  # the batch the update draws with this seed
+        a = a.long().unsqueeze(1)
         # CleanRL's update as the baseline script writes it
         with torch.no_grad():
             target_max, _ = target_network(no).max(dim=1)
@@ -195,10 +194,11 @@ def _no_history(agent):
 
 
 @pytest.mark.compile
-def test_compiled_update_and_policy_equal_eager(inductor_eager_rng):
+@pytest.mark.parametrize("mode", ["default", "max-autotune-no-cudagraphs"])  # (issue 21: each --compile-mode computes what eager does)
+def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
     module = load_script(FAST)
     torch.manual_seed(0)
-    eager, compiled = _make(module), _make(module, compile=True)
+    eager, compiled = _make(module), _make(module, compile=True, compile_mode=mode)
     _copy_params(eager, compiled)
     for agent in (eager, compiled):
         _fill(agent)
@@ -324,9 +324,9 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
     assert rb.storage[:, 2].tolist() == [1, 1, 0, 1, 0]  # the actions column
     fresh = module.ReplayBuffer(100, 1, torch.device("cpu"))
     fresh.add(np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.array([1, 1]), np.ones(2, np.float32), np.zeros(2, bool))
-    assert (fresh.sample(256)[:, 0] == 1).all()  # never the zero rows beyond what was added
+    assert (fresh.sample(256)[0][:, 0] == 1).all()  # never the zero rows beyond what was added
     fresh.add(2 * np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
-    assert set(fresh.sample(256)[:, 0].tolist()) == {1.0, 2.0}
+    assert set(fresh.sample(256)[0][:, 0].tolist()) == {1.0, 2.0}
 
 
 # ---------------------------------------------------------------- bad input
@@ -368,13 +368,17 @@ def test_bad_input_fails_with_one_line(script, tmp_path, capsys):
 
 # ---------------------------------------------------------------- GPU: CUDA graphs and host-device syncs
 @pytest.mark.gpu
-@pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.compile)])
-def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_rng):
+@pytest.mark.parametrize("flags", [pytest.param(dict(cudagraphs=True), id="cudagraphs"),
+                                   pytest.param(dict(compile=True, cudagraphs=True), id="compile-cudagraphs", marks=pytest.mark.compile),
+                                   pytest.param(dict(compile=True, compile_mode="reduce-overhead"), id="reduce-overhead", marks=pytest.mark.compile),
+                                   pytest.param(dict(compile=True, compile_mode="max-autotune"), id="max-autotune", marks=pytest.mark.compile)])
+def test_cudagraph_update_and_policy_equal_eager_on_gpu(flags, inductor_eager_rng):
+    """tensordict's graphs, and inductor's own (--compile-mode reduce-overhead / max-autotune), compute what eager does."""
     module = load_script(FAST)
     device = torch.device("cuda")
     make = lambda **kw: module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **kw), OBS_DIM, N_ACTIONS, device)
     torch.manual_seed(0)
-    eager, graphed = make(), make(compile=compile, cudagraphs=True)
+    eager, graphed = make(), make(**flags)
     _copy_params(eager, graphed)
     for agent in (eager, graphed):
         _fill(agent)
@@ -388,7 +392,8 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(compile, inductor_eager_
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("flags", [pytest.param({}, id="eager"), pytest.param({"cudagraphs": True}, id="graphs"),
-                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-graphs", marks=pytest.mark.compile)])
+                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-graphs", marks=pytest.mark.compile),
+                                   pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)])
 def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     """An acting step fed a numpy observation exactly as the loop feeds it, a buffer add, an update and a target
     update make no host-device sync, up to the action the env needs."""
@@ -419,7 +424,8 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("flags", [pytest.param({"cudagraphs": True}, id="cudagraphs"),
-                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile)])
+                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
+                                   pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)])
 def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
     """A replayed graph must not replay frozen draws: the update's sampled indices are new on every call, with the
     eager code's mean and spread. (The policy draws nothing: the coin and the random actions are the host's.)"""

@@ -15,9 +15,12 @@ from conftest import SCRIPTS, load_script, run_in_process, sync_problems
 
 pytestmark = pytest.mark.gpu
 MODES = [pytest.param([], id="eager"), pytest.param(["--cudagraphs"], id="cudagraphs"),
-         pytest.param(["--compile", "--cudagraphs"], id="compile-cudagraphs", marks=pytest.mark.compile)]
+         pytest.param(["--compile", "--cudagraphs"], id="compile-cudagraphs", marks=pytest.mark.compile),
+         pytest.param(["--compile", "--compile-mode", "reduce-overhead"], id="reduce-overhead", marks=pytest.mark.compile)]
+# tensordict's CUDA graphs, and inductor's own (--compile-mode reduce-overhead: cudagraph trees, outputs cloned)
 GRAPHS = [pytest.param({"cudagraphs": True}, id="cudagraphs"),
-          pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile)]
+          pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
+          pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)]
 OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300",
               "--measure-burnin", "10", "--log-interval", "50"]
 # Each run goes past every function's warm-up and capture (3 eager calls with compile, then the capture; PPO's gae runs

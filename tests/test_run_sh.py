@@ -186,7 +186,7 @@ FAKE_SCRIPT = textwrap.dedent('''
     args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv,
             "cores": sorted(os.sched_getaffinity(0)), "omp": os.environ.get("OMP_NUM_THREADS"), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
     if script.endswith("_torchcompile"):
-        args.update(compile=compile_, cudagraphs=graphs)
+        args.update(compile=compile_, compile_mode=flag("--compile-mode", "default"), cudagraphs=graphs)
     summary = {"script": script, "algo": "fake", "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none",
                "world_size": 1, "global_step": 200, "sps": 50.0 * seed, "wall_time_s": 1.0, "warmup_s": 0.1, "episodic_return": 2.5,
                "episodes": 2, "status": status, "args": args}
@@ -406,3 +406,26 @@ def test_quick_sac_end_to_end(tmp_path):
     assert machine["torch"] != "not installed" and machine["cpu_count"] == os.cpu_count() and machine["python"]
     check_png(out / "sps_sac_continuous_action.png")
     check_png(out / "curves_sac_continuous_action.png")
+
+
+def test_compile_modes_are_variants(tmp_path):
+    """--variants names torch.compile's other modes (issue 21): each passes its --compile-mode, and a summary found
+    without runs.tsv is named from its args the same way; results.md gives each variant's warm-up."""
+    scripts = fake_scripts(tmp_path, "dqn_torchcompile")
+    out = tmp_path / "bench"
+    modes = {"compile": None, "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
+             "compile_reduce_overhead": "reduce-overhead", "compile_max_autotune": "max-autotune"}
+    run_sh("--quick", "--scripts", "dqn", "--variants", ",".join(modes), "--seeds", "1", "--out", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)})
+    rows = read_results(out)
+    assert [r["variant"] for r in rows] == list(modes) and {r["status"] for r in rows} == {"finished"}
+    for r in rows:
+        argv = json.loads((out / r["run_dir"] / "summary.json").read_text())["args"]["argv"]
+        assert "--compile" in argv and "--cudagraphs" not in argv
+        assert (argv[argv.index("--compile-mode") + 1] if "--compile-mode" in argv else None) == modes[r["variant"]]
+        assert r["compile_mode"] == (modes[r["variant"]] or "default")
+    assert {v: t["warm-up s"] for (_, v), t in md_rows(out).items()} == dict.fromkeys(modes, "0.1")
+    (out / "runs.tsv").unlink()  # the same summaries, named from their args alone
+    run_sh("--aggregate", out)
+    assert [r["variant"] for r in read_results(out)] == list(modes)
+    proc = run_sh("--variants", "compile_turbo", "--out", tmp_path / "x", check=2)
+    assert "compile_max_autotune_no_cudagraphs" in proc.stderr
