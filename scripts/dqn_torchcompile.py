@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import random
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -72,6 +73,8 @@ class Args:
     """the learning rate of the optimizer"""
     num_envs: int = 1
     """the number of parallel game environments"""
+    async_envs: bool = False
+    """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     buffer_size: int = 10000
     """the replay memory buffer size"""
     gamma: float = 0.99
@@ -160,8 +163,7 @@ class QNetwork(nn.Module):
 
 def q_values(params, x):
     """QNetwork's forward on its parameter list. Speed: no nn.Module calls (a greedy step on a CPU: 29 -> 21 us)."""
-    w1, b1, w2, b2, w3, b3 = params
-    return F.linear(F.relu(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)), w3, b3)
+    return F.linear(F.relu(F.linear(F.relu(F.linear(x, *params[:2])), *params[2:4])), *params[4:])  # weights and biases, layer by layer
 
 
 def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
@@ -219,15 +221,15 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
         return dict(td_loss=loss.detach(), q_values=old_val.detach().mean())
 
     def policy(obs):
-        with torch.no_grad():  # the greedy action, for acting and for evaluation: one compiled / captured function for both
+        with torch.no_grad():  # the greedy action, for acting and for evaluation (one observation repeated to num_envs rows)
             return q_values(online, obs).argmax(dim=1)
 
     def update_target():
         with torch.no_grad():  # Speed: one in-place multi-tensor lerp (a copy for tau=1); no_grad, or it records history
             torch._foreach_lerp_(targets, online, args.tau)
 
-    dqn.update, dqn.policy = (compiled(update, args), compiled(policy, args)) if args.compile else (update, policy)
     dqn.update_target = update_target
+    dqn.update, dqn.policy = (compiled(update, args), compiled(policy, args)) if args.compile else (update, policy)
     if args.cudagraphs:  # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
         dqn.update = CudaGraphModule(dqn.update, warmup=warmup)
@@ -244,9 +246,8 @@ def main(args: Args):
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
-        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     log = RunLog(args, ["td_loss", "q_values", "epsilon"])
 
@@ -259,13 +260,14 @@ def main(args: Args):
     if device.type == "cpu":  # Speed: one thread: these layers are too small to gain from a second one, which costs
         torch.set_num_threads(1)  # more to wake than it does (500k-step runs on 2 cores: ~+10% eager, ~+20% compiled)
 
-    # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
-    # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
-    envs = gym.vector.SyncVectorEnv(
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"))
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+    signal.signal(signal.SIGINT, sigint)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
 
@@ -307,15 +309,13 @@ def main(args: Args):
                     log.count_update(global_step)
                     metrics = dqn.update()
 
-                # update target network
-                if due(global_step, args.num_envs, args.target_network_frequency):
+                if due(global_step, args.num_envs, args.target_network_frequency):  # update target network
                     dqn.update_target()
             if steps_done % args.log_interval < args.num_envs:  # Speed: the values are read (one sync) only on these steps
                 log.row(steps_done, dict(metrics, epsilon=epsilon))
     except KeyboardInterrupt:
         status = "interrupted"
-    envs.close()
-    # deterministic: the arg-max. The compiled / captured policy takes num_envs rows: the observation is repeated.
+    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     act = lambda o: dqn.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[:1].cpu().numpy()
     log.finish(steps_done, status, act, {"agent": "dqn", "model": dqn.q_network.state_dict()})
 
@@ -394,10 +394,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

@@ -57,6 +57,10 @@ class Args:
     """the learning rate of the optimizer"""
     num_envs: int = 8
     """the number of parallel game environments"""
+    envpool_threads: int = 0
+    """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
+    async_envs: bool = False
+    """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -83,14 +87,6 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
-
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
 
 
 class EpisodeTracker:
@@ -185,11 +181,13 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma, gae_lam
 
 def main(args: Args):
     check_args(args)
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
+        sys.exit("error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads")
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    args.num_iterations = args.total_timesteps // args.batch_size
+    num_iterations = args.total_timesteps // batch_size
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
@@ -203,7 +201,8 @@ def main(args: Args):
     device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True, seed=args.seed)
+    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True, seed=args.seed,
+                        num_threads=args.envpool_threads)
     obs_shape = envs.single_observation_space.shape
     tracker = EpisodeTracker(args.num_envs)
 
@@ -229,11 +228,11 @@ def main(args: Args):
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = np.zeros(args.num_envs, dtype=bool)
     try:
-        for iteration in range(1, args.num_iterations + 1):
+        for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                frac = 1.0 - (iteration - 1.0) / num_iterations
                 lrnow = frac * args.learning_rate
                 optimizer.param_groups[0]["lr"] = lrnow
 
@@ -274,12 +273,12 @@ def main(args: Args):
             b_valid = valid.reshape(-1)
 
             # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
-            b_inds = np.arange(args.batch_size)
+            b_inds = np.arange(batch_size)
             clipfracs = []
             for epoch in range(args.update_epochs):
                 np.random.shuffle(b_inds)
-                for start in range(0, args.batch_size, args.minibatch_size):
-                    end = start + args.minibatch_size
+                for start in range(0, batch_size, minibatch_size):
+                    end = start + minibatch_size
                     mb_inds = b_inds[start:end]
                     w = b_valid[mb_inds]
                     n = w.sum().clamp(min=1.0)
@@ -328,7 +327,7 @@ def main(args: Args):
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
-            if iteration % args.log_interval == 0 or iteration == args.num_iterations:
+            if iteration % args.log_interval == 0 or iteration == num_iterations:
                 y_pred, y_true = (x.cpu().numpy()[b_valid.cpu().numpy() > 0] for x in (b_values, b_returns))  # the valid rows
                 var_y = np.var(y_true)  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
                 explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
@@ -345,7 +344,7 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
+    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)", "gamma gae_lambda": "[0, 1]",
               "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
               "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
@@ -415,10 +414,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

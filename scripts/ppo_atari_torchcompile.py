@@ -16,6 +16,7 @@ from typing import Literal
 import envpool
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tqdm
@@ -61,6 +62,8 @@ class Args:
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    dist_backend: Literal["nccl", "gloo"] | None = None
+    """under torchrun (data parallel): the backend of the gradients' all_reduce (default: nccl with CUDA, else gloo)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -71,6 +74,10 @@ class Args:
     """the learning rate of the optimizer"""
     num_envs: int = 8
     """the number of parallel game environments"""
+    envpool_threads: int = 0
+    """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
+    async_envs: bool = False
+    """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -98,14 +105,6 @@ class Args:
     target_kl: float | None = None
     """the target KL divergence threshold"""
 
-
-    # to be filled in runtime
-    batch_size: int = 0
-    """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
-    """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
-    """the number of iterations (computed in runtime)"""
 
 
 class EpisodeTracker:
@@ -218,10 +217,9 @@ def compiled(fn, args: Args, **kwargs):
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
-    ppo = SimpleNamespace(agent=agent)
-    # Speed: the learning rate is a 0-d tensor updated in place, so the compiled/captured step never changes.
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
-    # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
+    ppo, world_size = SimpleNamespace(agent=agent), dist.get_world_size() if dist.is_initialized() else 1
+    # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture). Adam fused in plain eager,
+    # capturable multi-tensor under CUDA graphs without compile, plain under compile (inductor fuses it): doc/tricks.md.
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
@@ -279,6 +277,12 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
+        if world_size > 1:  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
+            grads = [p.grad for p in agent.parameters()]
+            flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
+            dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
+            torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads] + [1]), grads)])
+            approx_kl = flat[-1]
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per logged iteration
@@ -309,31 +313,41 @@ def explained_variance(values, returns, w):
 
 def main(args: Args):
     check_args(args)
+    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
+        sys.exit("error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads")
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
         sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
+    backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
+    if world_size > 1 and not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available())):
+        sys.exit(f"error: --dist-backend: {backend} is not available here (torch {torch.__version__}, CUDA available: {torch.cuda.is_available()})")
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    args.num_iterations = args.total_timesteps // args.batch_size
+    num_iterations = args.total_timesteps // (batch_size * world_size)  # (every rank's steps count)
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
-        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
-    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
+    columns = ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"]
+    quiet = lambda *args, **kwargs: None  # noqa: E731 (under torchrun rank 0 alone writes the run folder, the other ranks nothing)
+    log = RunLog(args, columns) if rank == 0 else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.cuda else torch.device("cpu")
+    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
+        dist.init_process_group(backend, device_id=device if args.cuda else None)
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True, seed=args.seed)
+    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True,
+                        seed=args.seed + rank * args.num_envs, num_threads=args.envpool_threads)
     obs_shape = envs.single_observation_space.shape
     tracker = EpisodeTracker(args.num_envs)
 
@@ -343,6 +357,8 @@ def main(args: Args):
         # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
         agent = agent.to(memory_format=torch.channels_last)
     ppo = make_ppo(args, agent, device)
+    if world_size > 1:  # the same initial parameters on every rank (made from --seed), then each rank its own draws
+        torch.manual_seed(args.seed + rank)
     if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
         log.load("ppo_atari", agent)
 
@@ -363,15 +379,15 @@ def main(args: Args):
     next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
     try:
-        for iteration in range(1, args.num_iterations + 1):
+        for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                frac = 1.0 - (iteration - 1.0) / num_iterations
                 ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)  # in place, no sync, no recompile
 
             for step in range(0, args.num_steps):
-                global_step += args.num_envs
+                global_step += args.num_envs * world_size  # every rank's steps
                 obs[step] = next_obs
                 step_valid = ~next_done  # the step after a done is envpool's reset step, no transition
                 valid_h[step] = step_valid
@@ -405,9 +421,9 @@ def main(args: Args):
             # Optimizing the policy and value network
             clipfrac_sum = torch.zeros((), device=device)
             for epoch in range(args.update_epochs):
-                b_inds = torch.randperm(args.batch_size, device=device)  # Speed: shuffled on the device
-                for start in range(0, args.batch_size, args.minibatch_size):
-                    mb_inds = b_inds[start:start + args.minibatch_size]
+                b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start:start + minibatch_size]
                     out = ppo.update(b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds], b_advantages[mb_inds],
                                      b_returns[mb_inds], b_values[mb_inds], b_valid[mb_inds])
                     clipfrac_sum += out["clipfrac"]
@@ -415,7 +431,7 @@ def main(args: Args):
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:  # a sync per epoch, only with --target-kl
                     break
 
-            if iteration % args.log_interval == 0 or iteration == args.num_iterations:  # Speed: all values in one transfer
+            if iteration % args.log_interval == 0 or iteration == num_iterations:  # Speed: all values in one transfer
                 log.row(global_step, dict(out, clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches), learning_rate=ppo.optimizer.param_groups[0]["lr"],
                                           explained_variance=explained_variance(b_values, b_returns, b_valid)))
     except KeyboardInterrupt:
@@ -424,15 +440,17 @@ def main(args: Args):
     # deterministic: the arg-max action. The compiled / captured policy takes num_envs rows: the observation is repeated.
     act = lambda o: ppo.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[3][:1].cpu().numpy()
     log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+    if world_size > 1:
+        dist.destroy_process_group()
 
 
 # Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
+    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)", "gamma gae_lambda": "[0, 1]",
               "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
+              "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)"}  # at least one rollout of every rank
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
@@ -500,10 +518,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

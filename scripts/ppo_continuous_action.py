@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import random
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -60,6 +61,8 @@ class Args:
     """the learning rate of the optimizer"""
     num_envs: int = 1
     """the number of parallel game environments"""
+    async_envs: bool = False
+    """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     num_steps: int = 2048
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -200,19 +203,19 @@ def main(args: Args):
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if args.cuda else "cpu")
 
-    # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
-    # the true final observation; the next step only resets that env, and its row is masked out (valids).
-    envs = gym.vector.SyncVectorEnv(
+    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
+    signal.signal(signal.SIGINT, sigint)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
-    # (a policy of normalized observations is useless without their statistics, CleanRL #425)
+    obs_rms = None  # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     if args.eval_model:
         obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
         if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
@@ -231,8 +234,7 @@ def main(args: Args):
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
+    next_obs = torch.Tensor(envs.reset(seed=args.seed)[0]).reshape(args.num_envs, -1).to(device)
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
@@ -338,15 +340,13 @@ def main(args: Args):
             explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
             log.row(global_step, dict(learning_rate=optimizer.param_groups[0]["lr"], value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss,
                                       old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=np.mean(clipfracs), explained_variance=explained_var))
+            rms = envs.get_attr("obs_rms")[0]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
-    if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
-        rms = envs.envs[0].get_wrapper_attr("obs_rms")
-        obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
-    envs.close()
+    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    mean, std = obs_rms["mean"].numpy(), np.sqrt(obs_rms["var"].numpy() + 1e-8)
-    normalize = lambda o: np.clip((o - mean) / std, -10, 10).astype(np.float32)
+    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(np.float32)
     act = lambda o: agent.actor_mean(torch.from_numpy(normalize(o)).to(device)).detach().cpu().numpy()
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
 
@@ -425,10 +425,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

@@ -10,6 +10,7 @@ import math
 import os
 import pathlib
 import random
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from typing import Literal
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tqdm
@@ -63,6 +65,8 @@ class Args:
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
     cudagraphs: bool = False
     """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    dist_backend: Literal["nccl", "gloo"] | None = None
+    """under torchrun (data parallel): the backend of the gradients' all_reduce (default: nccl with CUDA, else gloo)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -73,6 +77,8 @@ class Args:
     """the learning rate of the optimizer"""
     num_envs: int = 1
     """the number of parallel game environments"""
+    async_envs: bool = False
+    """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     num_steps: int = 2048
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -226,17 +232,15 @@ def compiled(fn, args: Args, **kwargs):
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
-    ppo = SimpleNamespace(agent=agent)
-    # Speed: the learning rate is a 0-d tensor updated in place, so annealing never recompiles nor re-captures.
-    # Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
-    # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
+    ppo, world_size = SimpleNamespace(agent=agent), dist.get_world_size() if dist.is_initialized() else 1
+    # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture). Adam fused in plain eager,
+    # capturable multi-tensor under CUDA graphs without compile, plain under compile (inductor fuses it): doc/tricks.md.
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
     def policy(obs):
-        # The acting policy is the trained agent itself (same storage, always the latest weights), run without autograd
-        # so that it can be compiled and captured on its own. It returns the sampled action and the mean one, which
-        # evaluation uses: one compiled / captured function serves both.
+        # The trained agent itself (always the latest weights), without autograd so that it compiles and captures on its own.
+        # It returns the sampled action and the mean one, for evaluation: one compiled / captured function for both.
         with torch.no_grad():
             return agent.get_action(obs)
 
@@ -290,6 +294,12 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
+        if world_size > 1:  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
+            grads = [p.grad for p in agent.parameters()]
+            flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
+            dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
+            torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads] + [1]), grads)])
+            approx_kl = flat[-1]
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per iteration
@@ -313,42 +323,51 @@ def main(args: Args):
     check_args(args)
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
         sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
+    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
+    backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
+    if world_size > 1 and not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available())):
+        sys.exit(f"error: --dist-backend: {backend} is not available here (torch {torch.__version__}, CUDA available: {torch.cuda.is_available()})")
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if (args.cudagraphs or args.compile_mode in GRAPH_MODES) and not args.cuda:  # (never both: see above)
-        flag = "--cudagraphs" if args.cudagraphs else f"--compile-mode {args.compile_mode}"
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
+        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // batch_size
-    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
+    num_iterations = args.total_timesteps // (batch_size * world_size)  # (every rank's steps count)
+    columns = ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"]
+    quiet = lambda *args, **kwargs: None  # noqa: E731 (under torchrun rank 0 alone writes the run folder, the other ranks nothing)
+    log = RunLog(args, columns) if rank == 0 else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.cuda else torch.device("cpu")
+    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
+        dist.init_process_group(backend, device_id=device if args.cuda else None)
 
-    # env setup. NEXT_STEP autoreset (gymnasium's default, chosen on purpose): the step that ends an episode returns
-    # the true final observation; the next step only resets that env, and its row is masked out (valids).
-    envs = gym.vector.SyncVectorEnv(
+    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
+    signal.signal(signal.SIGINT, sigint)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
     ppo = make_ppo(args, agent, device)
-    obs_rms = None  # the observation statistics the policy acts with: the file's, else training's at the end
-    # (a policy of normalized observations is useless without their statistics, CleanRL #425)
+    if world_size > 1:  # the same initial parameters on every rank (made from --seed), then each rank its own draws
+        torch.manual_seed(args.seed + rank)
+    obs_rms = None  # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
         obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
         if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
@@ -367,8 +386,7 @@ def main(args: Args):
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+    next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0].reshape(args.num_envs, -1).astype(np.float32)
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
@@ -382,7 +400,7 @@ def main(args: Args):
 
             with torch.no_grad():
                 for step in range(0, args.num_steps):
-                    global_step += args.num_envs
+                    global_step += args.num_envs * world_size  # every rank's steps
                     stage["obs"][step] = next_obs
                     stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
 
@@ -424,18 +442,18 @@ def main(args: Args):
             # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
             log.row(global_step, dict(out, clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches), learning_rate=lrnow,
                                       explained_variance=explained_variance(b_values, returns, batch[-1])))
+            rms = envs.get_attr("obs_rms")[0]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
-    if not args.eval_model:  # env 0's NormalizeObservation statistics (each env keeps its own; the default --num-envs is 1)
-        rms = envs.envs[0].get_wrapper_attr("obs_rms")
-        obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
-    envs.close()
+    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    mean, std = obs_rms["mean"].numpy(), np.sqrt(obs_rms["var"].numpy() + 1e-8)
-    normalize = lambda o: np.clip((o - mean) / std, -10, 10).astype(np.float32)
+    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(np.float32)
     # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
     act = lambda o: ppo.policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
+    if world_size > 1:
+        dist.destroy_process_group()
 
 
 # Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
@@ -444,7 +462,7 @@ def check_args(args: Args):
         sys.exit(f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
     ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
               "num_envs num_steps num_minibatches update_epochs": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
+              "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)"}  # at least one rollout of every rank
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
@@ -512,10 +530,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

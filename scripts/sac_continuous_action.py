@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import random
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -57,6 +58,8 @@ class Args:
     """total timesteps of the experiments"""
     num_envs: int = 1
     """the number of parallel game environments"""
+    async_envs: bool = False
+    """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     buffer_size: int = int(1e6)
     """the replay memory buffer size"""
     gamma: float = 0.99
@@ -200,13 +203,14 @@ def main(args: Args):
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if args.cuda else "cpu")
 
-    # env setup. SAME_STEP autoreset: the step that ends an episode returns the reset observation and puts the
-    # true final one in infos["final_obs"], which is what a truncated transition must bootstrap from.
-    envs = gym.vector.SyncVectorEnv(
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"))
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+    signal.signal(signal.SIGINT, sigint)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
@@ -232,12 +236,10 @@ def main(args: Args):
         alpha = args.alpha
 
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    actor_loss = alpha_loss = None
-    status, steps_done = "finished", 0
+    status, steps_done, actor_loss, alpha_loss = "finished", 0, None, None
 
     # TRY NOT TO MODIFY: start the game
-    obs, _ = envs.reset(seed=args.seed)
-    obs = obs.reshape(args.num_envs, -1).astype(np.float32)
+    obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
     try:
         for global_step in range(0, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
@@ -279,8 +281,7 @@ def main(args: Args):
                 qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
                 qf_loss = qf1_loss + qf2_loss
 
-                # optimize the model
-                q_optimizer.zero_grad()
+                q_optimizer.zero_grad()  # optimize the model
                 qf_loss.backward()
                 q_optimizer.step()
 
@@ -318,7 +319,7 @@ def main(args: Args):
                                          qf_loss=qf_loss / 2.0, actor_loss=actor_loss, alpha=alpha, alpha_loss=alpha_loss) if log.updates else {})
     except KeyboardInterrupt:
         status = "interrupted"
-    envs.close()
+    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     act = lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy()  # deterministic: the mean action
     log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": actor.state_dict()})
 
@@ -395,10 +396,10 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=os.path.basename(__file__)[:-3], algo=os.path.basename(__file__)[:-3].split("_")[0], device="cuda" if args.cuda else "cpu",
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, cpu_count=os.cpu_count(), torch_version=torch.__version__,
-                       world_size=1, **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-                       episodes=len(self.episodes), status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
+        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
+                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
+                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
                        eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"

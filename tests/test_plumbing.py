@@ -15,18 +15,17 @@ from conftest import SCRIPTS, load_script, read_metrics, run_in_process, run_scr
 
 SCRIPT_NAMES = sorted(p.stem for p in SCRIPTS.glob("*.py"))
 ENV = {"ppo_atari": "Breakout-v5", "dqn": "CartPole-v1"}  # the others: a MuJoCo or classic-control Box task
-RUNTIME = {"batch_size", "minibatch_size", "num_iterations"}  # PPO Atari's fields "to be filled in runtime", as in CleanRL
 DQN_SHORT = ["--total-timesteps", 300, "--learning-starts", 100, "--train-frequency", 2, "--batch-size", 32, "--buffer-size", 200,
              "--measure-burnin", 2, "--log-interval", 50]
 
 
 def numeric_fields(module):
-    """(name, type) of every int or float flag (float | None included), but PPO Atari's runtime fields."""
+    """(name, type) of every int or float flag (float | None included)."""
     hints = typing.get_type_hints(module.Args)
     out = []
     for f in dataclasses.fields(module.Args):
         kinds = set(typing.get_args(hints[f.name])) - {type(None)} or {hints[f.name]}
-        if kinds & {int, float} and f.name not in RUNTIME:
+        if kinds & {int, float}:
             out.append((f.name, float if float in kinds else int))
     return out
 

@@ -1,0 +1,78 @@
+"""Data-parallel PPO under torchrun (issue 23), on a CPU with gloo and 2 ranks: the run finishes and rank 0 alone
+writes one run folder (global steps summed over ranks, world_size 2); after every update both ranks hold the same
+parameters; what the one flat all_reduce hands back is the mean of the gradients each rank computed alone; a 1-rank
+torchrun run is the plain run; bad sizings and backends give one line before any work."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, SCRIPTS, load_script, read_metrics, run_script
+
+PPO_FLAGS = {
+    "ppo_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--num-envs", 1, "--num-steps", 128, "--num-minibatches", 4,
+                                           "--update-epochs", 2, "--total-timesteps", 768, "--measure-burnin", 1],  # 3 iterations of 2 x 128
+    "ppo_atari_torchcompile": ["--num-envs", 2, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1, "--total-timesteps", 384,
+                               "--measure-burnin", 1],  # 3 iterations of 2 ranks x 2 envs x 32 steps
+}
+
+
+def torchrun(*args, nproc=2, timeout=600):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *map(str, args)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")  # (torchrun sets OMP_NUM_THREADS=1 when it starts more than one process)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc
+
+
+@pytest.mark.parametrize("script", list(PPO_FLAGS))
+def test_two_ranks_learn_as_one(script, tmp_path):
+    out = tmp_path / "runs"
+    torchrun(ROOT / "tests/helpers/dp_probe.py", SCRIPTS / f"{script}.py", tmp_path, "--", *PPO_FLAGS[script], "--dist-backend", "gloo",
+             "--output-dir", out, "--save-model")
+    summaries = list(out.rglob("summary.json"))
+    assert len(summaries) == 1 and len(list(out.iterdir())) == 1  # rank 0 alone wrote a run folder
+    summary = json.loads(summaries[0].read_text())
+    assert summary["status"] == "finished" and summary["world_size"] == 2
+    assert summary["global_step"] == int(PPO_FLAGS[script][PPO_FLAGS[script].index("--total-timesteps") + 1])  # both ranks' steps
+    assert (summaries[0].parent / "model.pt").is_file()
+    rows = read_metrics(dict(summary, _run_dir=summaries[0].parent))
+    assert len(rows) == 3 and [int(r["global_step"]) for r in rows][-1] == summary["global_step"]
+    ranks = [torch.load(tmp_path / f"probe.{r}.pt") for r in (0, 1)]
+    updates = len(ranks[0]["params"])
+    assert updates == len(ranks[1]["params"]) == len(ranks[0]["reduced"]) > 0
+    for a, b in zip(ranks[0]["params"], ranks[1]["params"]):  # after every update: the same parameters
+        assert torch.equal(a, b)
+    for (in0, out0), (in1, out1) in zip(ranks[0]["reduced"], ranks[1]["reduced"]):
+        assert not torch.equal(in0, in1)  # each rank computed its own gradients (its own envs and minibatches)
+        torch.testing.assert_close(out0, in0 + in1, rtol=1e-6, atol=1e-7)  # the mean of the two (each put in its half)
+        assert torch.equal(out0, out1)
+
+
+def test_one_rank_under_torchrun_is_the_plain_run(tmp_path):
+    script, flags = "ppo_continuous_action_torchcompile", PPO_FLAGS["ppo_continuous_action_torchcompile"]
+    torchrun(SCRIPTS / f"{script}.py", *flags, "--output-dir", tmp_path / "torchrun", "--save-model", nproc=1)
+    _, plain = run_script(script, *flags, "--save-model", tmp_path=tmp_path)
+    dist_summary = json.loads(next((tmp_path / "torchrun").rglob("summary.json")).read_text())
+    assert dist_summary["world_size"] == plain["world_size"] == 1 and dist_summary["global_step"] == plain["global_step"]
+    models = [torch.load(path, weights_only=True)["model"] for path in (next((tmp_path / "torchrun").rglob("model.pt")),
+                                                                       next((tmp_path / "runs").rglob("model.pt")))]
+    for k in models[0]:
+        assert torch.equal(models[0][k], models[1][k]), k
+
+
+@pytest.mark.parametrize("script", list(PPO_FLAGS))
+def test_bad_sizings_and_backends_fail_with_one_line(script, tmp_path, monkeypatch, capsys):
+    module = load_script(script)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun would set it (no process group is made before these checks)
+    monkeypatch.setenv("RANK", "0")
+    cases = [(dict(dist_backend="nccl", cuda=False), "error: --dist-backend: nccl is not available here"),
+             (dict(num_envs=1, num_steps=64, total_timesteps=64), "error: --total-timesteps: must be in [128, inf), got 64")]
+    for overrides, error in cases:
+        with pytest.raises(SystemExit) as exit:
+            module.main(module.Args(output_dir=str(tmp_path / "runs"), **overrides))
+        assert str(exit.value.code).startswith(error) and "\n" not in str(exit.value.code), exit.value.code
+    assert capsys.readouterr().err == "" and not (tmp_path / "runs").exists()
