@@ -63,7 +63,7 @@ class Args:
     cudagraphs: bool = False
     """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
     dist_backend: Literal["nccl", "gloo"] | None = None
-    """under torchrun (data parallel): the backend of the gradients' all_reduce (default: nccl with CUDA, else gloo)"""
+    """under torchrun (data parallel): the gradients' all_reduce backend (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -224,9 +224,7 @@ def make_ppo(args: Args, agent, device):
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
     def policy(obs):
-        # The acting policy is the trained agent itself (same storage, always the latest weights), run without autograd
-        # so that it can be compiled and captured on its own. It also returns the arg-max action, which evaluation
-        # uses: one compiled / captured function serves both.
+        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is for evaluation.
         with torch.no_grad():
             hidden = agent.network(obs.float() / 255.0)
             logits = agent.actor(hidden)
@@ -319,8 +317,9 @@ def main(args: Args):
         sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
     backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-    if world_size > 1 and not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available())):
-        sys.exit(f"error: --dist-backend: {backend} is not available here (torch {torch.__version__}, CUDA available: {torch.cuda.is_available()})")
+    if world_size > 1 and (args.eval_model or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))):
+        sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun" if args.eval_model else
+                 f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})")
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
@@ -342,13 +341,15 @@ def main(args: Args):
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.cuda else torch.device("cpu")
-    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
-        dist.init_process_group(backend, device_id=device if args.cuda else None)
+    if args.cuda:  # (under torchrun each rank its own GPU: the current device, which CUDA graphs capture on)
+        torch.cuda.set_device(device)
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
     envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True,
                         seed=args.seed + rank * args.num_envs, num_threads=args.envpool_threads)
     obs_shape = envs.single_observation_space.shape
+    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
+        dist.init_process_group(backend, device_id=device if args.cuda else None)
     tracker = EpisodeTracker(args.num_envs)
 
     agent = Agent(envs.single_action_space.n).to(device)

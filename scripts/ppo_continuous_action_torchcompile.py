@@ -66,7 +66,7 @@ class Args:
     cudagraphs: bool = False
     """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
     dist_backend: Literal["nccl", "gloo"] | None = None
-    """under torchrun (data parallel): the backend of the gradients' all_reduce (default: nccl with CUDA, else gloo)"""
+    """under torchrun (data parallel): the gradients' all_reduce backend (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -233,14 +233,12 @@ def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
     ppo, world_size = SimpleNamespace(agent=agent), dist.get_world_size() if dist.is_initialized() else 1
-    # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture). Adam fused in plain eager,
-    # capturable multi-tensor under CUDA graphs without compile, plain under compile (inductor fuses it): doc/tricks.md.
+    # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures; Adam fused in eager, capturable in graphs, plain compiled
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
 
     def policy(obs):
-        # The trained agent itself (always the latest weights), without autograd so that it compiles and captures on its own.
-        # It returns the sampled action and the mean one, for evaluation: one compiled / captured function for both.
+        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action is for evaluation.
         with torch.no_grad():
             return agent.get_action(obs)
 
@@ -325,8 +323,9 @@ def main(args: Args):
         sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
     rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
     backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-    if world_size > 1 and not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available())):
-        sys.exit(f"error: --dist-backend: {backend} is not available here (torch {torch.__version__}, CUDA available: {torch.cuda.is_available()})")
+    if world_size > 1 and (args.eval_model or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))):
+        sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun" if args.eval_model else
+                 f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})")
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
@@ -350,18 +349,20 @@ def main(args: Args):
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.cuda else torch.device("cpu")
-    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
-        dist.init_process_group(backend, device_id=device if args.cuda else None)
+    if args.cuda:  # (under torchrun each rank its own GPU: the current device, which CUDA graphs capture on)
+        torch.cuda.set_device(device)
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
+        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes and rank == 0, os.path.join(log.run_dir, "videos"), args.gamma)
          for i in range(args.num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
+        dist.init_process_group(backend, device_id=device if args.cuda else None)
 
     agent = Agent(obs_dim, action_dim).to(device)
     ppo = make_ppo(args, agent, device)
