@@ -17,6 +17,7 @@ themselves know nothing of the slow env.
 AsyncVectorEnv's workers are forked from this process, which is how they know the registered env (the default
 start method on Linux up to Python 3.13).
 """
+
 import argparse
 import json
 import os
@@ -63,8 +64,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench/lockstep", help="where the runs and lockstep.md go")
     parser.add_argument("--envs", default="1,2,4,8", help="the env counts")
-    parser.add_argument("--rollout", type=int, default=1024, help="env steps per iteration (num_envs x num_steps), at every env count")
-    parser.add_argument("--iterations", type=int, default=4, help="iterations per run; the first is left out of steps/s (burn-in)")
+    parser.add_argument(
+        "--rollout", type=int, default=1024, help="env steps per iteration (num_envs x num_steps), at every env count"
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=4, help="iterations per run; the first is left out of steps/s (burn-in)"
+    )
     parser.add_argument("--run", action="store_true", help="one run of the script with the flags after --")
     args, rest = parser.parse_known_args()
     if args.run:
@@ -74,9 +79,23 @@ def main():
         for n in map(int, args.envs.split(",")):
             sps = {}
             for mode in ["sync", "async"]:
-                flags = ["--env-id", env_id, "--num-envs", n, "--num-steps", args.rollout // n, "--total-timesteps", args.rollout * args.iterations,
-                         "--measure-burnin", 1, "--output-dir", out / "runs" / f"{env_id}-{n}-{mode}"] + (["--async-envs"] if mode == "async" else [])
-                proc = subprocess.run([sys.executable, __file__, "--run", "--", *map(str, flags)], capture_output=True, text=True)
+                flags = [
+                    "--env-id",
+                    env_id,
+                    "--num-envs",
+                    n,
+                    "--num-steps",
+                    args.rollout // n,
+                    "--total-timesteps",
+                    args.rollout * args.iterations,
+                    "--measure-burnin",
+                    1,
+                    "--output-dir",
+                    out / "runs" / f"{env_id}-{n}-{mode}",
+                ] + (["--async-envs"] if mode == "async" else [])
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--run", "--", *map(str, flags)], capture_output=True, text=True
+                )
                 if proc.returncode:
                     sys.exit(f"lockstep: the run failed: {' '.join(map(str, flags))}\n{proc.stderr[-3000:]}")
                 summary = json.loads(pathlib.Path(proc.stdout.strip().splitlines()[-1]).read_text())

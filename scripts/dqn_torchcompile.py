@@ -24,7 +24,10 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
+GRAPH_MODES = {
+    "reduce-overhead": "default",
+    "max-autotune": "max-autotune-no-cudagraphs",
+}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -129,7 +132,9 @@ class ReplayBuffer:
 
     def __init__(self, size, obs_dim, device):
         self.size, self.obs_dim, self.pos, self.full = size, obs_dim, 0, False
-        self.storage = torch.zeros((size, 2 * obs_dim + 3), dtype=torch.float32, device=device)  # obs | next_obs | action | reward | termination
+        self.storage = torch.zeros(
+            (size, 2 * obs_dim + 3), dtype=torch.float32, device=device
+        )  # obs | next_obs | action | reward | termination
         self.count = torch.zeros((), dtype=torch.int64, device=device)  # rows filled, as sample() reads it
 
     def add(self, obs, next_obs, actions, rewards, terminations):
@@ -155,7 +160,9 @@ class ReplayBuffer:
 class QNetwork(nn.Module):
     def __init__(self, obs_dim, n_actions):
         super().__init__()
-        self.network = nn.Sequential(nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions))
+        self.network = nn.Sequential(
+            nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions)
+        )
 
     def forward(self, x):
         return self.network(x)
@@ -163,7 +170,9 @@ class QNetwork(nn.Module):
 
 def q_values(params, x):
     """QNetwork's forward on its parameter list. Speed: no nn.Module calls (a greedy step on a CPU: 29 -> 21 us)."""
-    return F.linear(F.relu(F.linear(F.relu(F.linear(x, *params[:2])), *params[2:4])), *params[4:])  # weights and biases, layer by layer
+    return F.linear(
+        F.relu(F.linear(F.relu(F.linear(x, *params[:2])), *params[2:4])), *params[4:]
+    )  # weights and biases, layer by layer
 
 
 def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
@@ -181,9 +190,11 @@ def compiled(fn, args: Args, **kwargs):
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
+
     def call(*inputs):
         torch.compiler.cudagraph_mark_step_begin()
         return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+
     return call
 
 
@@ -210,7 +221,9 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
             td_target = rewards + args.gamma * target_max * (1 - dones)
         if args.compile:  # Speed: gradients from torch.func.grad, as loss.backward() and zero_grad() would break the graph
             with torch.no_grad():  # (the compiled update: 450-500 -> ~260 us on a 2-core CPU, doc/tricks.md)
-                grads, (loss, old_val) = torch.func.grad_and_value(td_loss, has_aux=True)(online, observations, actions, td_target)
+                grads, (loss, old_val) = torch.func.grad_and_value(td_loss, has_aux=True)(
+                    online, observations, actions, td_target
+                )
             for p, grad in zip(online, grads):
                 p.grad = grad
         else:  # eager autograd is the faster one without compile (~410 against ~660 us)
@@ -240,14 +253,23 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 def main(args: Args):
     check_args(args)
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
+        sys.exit(
+            f"error: --compile-mode {args.compile_mode}: "
+            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
+        )
     if args.eval_model:  # evaluation only: no training
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
+    if not args.cuda and (
+        flag := "--cudagraphs"
+        if args.cudagraphs
+        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
+    ):
+        print(
+            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
+        )  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     log = RunLog(args, ["td_loss", "q_values", "epsilon"])
 
@@ -263,8 +285,16 @@ def main(args: Args):
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"))
-         for i in range(args.num_envs)],
+        [
+            make_env(
+                args.env_id,
+                args.seed + i,
+                i,
+                args.capture_video and not args.eval_episodes,
+                os.path.join(log.run_dir, "videos"),
+            )
+            for i in range(args.num_envs)
+        ],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
@@ -324,30 +354,58 @@ def main(args: Args):
 def check_args(args: Args):
     env = gym.make(args.env_id) if args.env_id in gym.registry else None  # gymnasium ids such as CartPole-v1, Acrobot-v1
     obs, act = (env.observation_space, env.action_space) if env else (None, None)
-    if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete) and act.start == 0):
-        sys.exit(f"error: --env-id: {args.env_id} is {(obs, act) if env else 'an unknown environment'}; DQN needs a flat Box and Discrete actions from 0")
-    ranges = {"seed learning_starts measure_burnin eval_episodes": "[0, inf)", "gamma start_e end_e": "[0, 1]", "learning_rate": "(0, inf)",
-              "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval": "[1, inf)",
-              "tau exploration_fraction": "(0, 1]", "buffer_size": f"[{args.batch_size}, inf)"}
+    if not (
+        isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete) and act.start == 0
+    ):
+        sys.exit(
+            f"error: --env-id: {args.env_id} is {(obs, act) if env else 'an unknown environment'}; DQN needs a flat Box and Discrete actions from 0"
+        )
+    ranges = {
+        "seed learning_starts measure_burnin eval_episodes": "[0, inf)",
+        "gamma start_e end_e": "[0, 1]",
+        "learning_rate": "(0, inf)",
+        "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval": "[1, inf)",
+        "tau exploration_fraction": "(0, 1]",
+        "buffer_size": f"[{args.batch_size}, inf)",
+    }
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in names.split():
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -359,28 +417,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -391,17 +478,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

@@ -114,8 +114,9 @@ class EpisodeTracker:
 def evaluate(args, act, video_dir=None):  # envpool renders no video
     """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
     their full-game scores, as in training (EpisodeTracker)."""
-    env = envpool.make(args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True,
-                       seed=args.seed + 100_000)  # training's envs are seeded seed .. seed + num_envs - 1
+    env = envpool.make(
+        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
+    )  # training's envs are seeded seed .. seed + num_envs - 1
     tracker, returns, (obs, _), done = EpisodeTracker(1), [], env.reset(), np.zeros(1, dtype=bool)
     while len(returns) < args.eval_episodes:
         valid = ~done  # the step after a done is envpool's reset step: its action is ignored
@@ -182,7 +183,9 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma, gae_lam
 def main(args: Args):
     check_args(args)
     if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
-        sys.exit("error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads")
+        sys.exit(
+            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
+        )
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
@@ -191,7 +194,19 @@ def main(args: Args):
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
+    log = RunLog(
+        args,
+        [
+            "learning_rate",
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ],
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -201,8 +216,15 @@ def main(args: Args):
     device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True, seed=args.seed,
-                        num_threads=args.envpool_threads)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed,
+        num_threads=args.envpool_threads,
+    )
     obs_shape = envs.single_observation_space.shape
     tracker = EpisodeTracker(args.num_envs)
 
@@ -261,7 +283,9 @@ def main(args: Args):
             # bootstrap value if not done
             with torch.no_grad():
                 next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages, returns = compute_gae(rewards, values, next_value, terms, dones, valid, args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    rewards, values, next_value, terms, dones, valid, args.gamma, args.gae_lambda
+                )
 
             # flatten the batch
             b_obs = obs.reshape((-1,) + obs_shape)
@@ -309,7 +333,9 @@ def main(args: Args):
                     newvalue = newvalue.view(-1)
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                         v_loss = 0.5 * wmean(v_loss_max)
@@ -329,14 +355,29 @@ def main(args: Args):
 
             if iteration % args.log_interval == 0 or iteration == num_iterations:
                 y_pred, y_true = (x.cpu().numpy()[b_valid.cpu().numpy() > 0] for x in (b_values, b_returns))  # the valid rows
-                var_y = np.var(y_true)  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+                var_y = np.var(
+                    y_true
+                )  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
                 explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-                log.row(global_step, dict(learning_rate=optimizer.param_groups[0]["lr"], value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss,
-                                          old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=np.mean(clipfracs), explained_variance=explained_var))
+                log.row(
+                    global_step,
+                    dict(
+                        learning_rate=optimizer.param_groups[0]["lr"],
+                        value_loss=v_loss,
+                        policy_loss=pg_loss,
+                        entropy=entropy_loss,
+                        old_approx_kl=old_approx_kl,
+                        approx_kl=approx_kl,
+                        clipfrac=np.mean(clipfracs),
+                        explained_variance=explained_var,
+                    ),
+                )
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
-    act = lambda o: agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()  # deterministic: the arg-max
+    act = lambda o: (
+        agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()
+    )  # deterministic: the arg-max
     log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
 
 
@@ -344,30 +385,55 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)", "gamma gae_lambda": "[0, 1]",
-              "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
+    ranges = {
+        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)",
+        "gamma gae_lambda": "[0, 1]",
+        "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)",
+        "learning_rate max_grad_norm target_kl": "(0, inf)",
+        "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)",
+    }  # at least one rollout
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
     if (args.num_envs * args.num_steps) % args.num_minibatches:
-        sys.exit(f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {args.num_envs * args.num_steps}, got {args.num_minibatches}")
+        sys.exit(
+            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {args.num_envs * args.num_steps}, got {args.num_minibatches}"
+        )
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -379,28 +445,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -411,17 +506,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

@@ -1,7 +1,6 @@
 # PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
-import copy
 import csv
 import json
 import os
@@ -25,7 +24,10 @@ from tensordict.nn import CudaGraphModule
 from torch.distributions.categorical import Categorical
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
+GRAPH_MODES = {
+    "reduce-overhead": "default",
+    "max-autotune": "max-autotune-no-cudagraphs",
+}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -106,7 +108,6 @@ class Args:
     """the target KL divergence threshold"""
 
 
-
 class EpisodeTracker:
     """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
     is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
@@ -132,8 +133,9 @@ class EpisodeTracker:
 def evaluate(args, act, video_dir=None):  # envpool renders no video
     """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
     their full-game scores, as in training (EpisodeTracker)."""
-    env = envpool.make(args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True,
-                       seed=args.seed + 100_000)  # training's envs are seeded seed .. seed + num_envs - 1
+    env = envpool.make(
+        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
+    )  # training's envs are seeded seed .. seed + num_envs - 1
     tracker, returns, (obs, _), done = EpisodeTracker(1), [], env.reset(), np.zeros(1, dtype=bool)
     while len(returns) < args.eval_episodes:
         valid = ~done  # the step after a done is envpool's reset step: its action is ignored
@@ -208,9 +210,11 @@ def compiled(fn, args: Args, **kwargs):
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
+
     def call(*inputs):
         torch.compiler.cudagraph_mark_step_begin()
         return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+
     return call
 
 
@@ -221,7 +225,9 @@ def make_ppo(args: Args, agent, device):
     # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture). Adam fused in plain eager,
     # capturable multi-tensor under CUDA graphs without compile, plain under compile (inductor fuses it): doc/tricks.md.
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
-    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
+    ppo.optimizer = optimizer = optim.Adam(
+        agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam
+    )
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is for evaluation.
@@ -275,7 +281,9 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
-        if world_size > 1:  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
+        if (
+            world_size > 1
+        ):  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
             grads = [p.grad for p in agent.parameters()]
             flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
             dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
@@ -284,8 +292,14 @@ def make_ppo(args: Args, agent, device):
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per logged iteration
-        return dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(), old_approx_kl=old_approx_kl,
-                    approx_kl=approx_kl, clipfrac=clipfrac)
+        return dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=old_approx_kl,
+            approx_kl=approx_kl,
+            clipfrac=clipfrac,
+        )
 
     ppo.policy, ppo.gae, ppo.update = policy, gae, update
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
@@ -312,14 +326,28 @@ def explained_variance(values, returns, w):
 def main(args: Args):
     check_args(args)
     if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
-        sys.exit("error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads")
+        sys.exit(
+            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
+        )
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
+        sys.exit(
+            f"error: --compile-mode {args.compile_mode}: "
+            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
+        )
+    rank, world_size = (
+        int(os.environ.get("RANK", 0)),
+        int(os.environ.get("WORLD_SIZE", 1)),
+    )  # torchrun sets them: data parallel
     backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-    if world_size > 1 and (args.eval_model or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))):
-        sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun" if args.eval_model else
-                 f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})")
+    if world_size > 1 and (
+        args.eval_model
+        or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))
+    ):
+        sys.exit(
+            "error: --eval-model: an evaluation runs in one process, not under torchrun"
+            if args.eval_model
+            else f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})"
+        )
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     if args.eval_model:  # evaluation only: no training (0 iterations)
@@ -328,12 +356,31 @@ def main(args: Args):
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
+    if not args.cuda and (
+        flag := "--cudagraphs"
+        if args.cudagraphs
+        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
+    ):
+        print(
+            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
+        )  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
-    columns = ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"]
+    columns = [
+        "learning_rate",
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "clipfrac",
+        "explained_variance",
+    ]
     quiet = lambda *args, **kwargs: None  # noqa: E731 (under torchrun rank 0 alone writes the run folder, the other ranks nothing)
-    log = RunLog(args, columns) if rank == 0 else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
+    log = (
+        RunLog(args, columns)
+        if rank == 0
+        else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -345,8 +392,15 @@ def main(args: Args):
         torch.cuda.set_device(device)
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(args.env_id, env_type="gymnasium", num_envs=args.num_envs, episodic_life=True, reward_clip=True,
-                        seed=args.seed + rank * args.num_envs, num_threads=args.envpool_threads)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed + rank * args.num_envs,
+        num_threads=args.envpool_threads,
+    )
     obs_shape = envs.single_observation_space.shape
     if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
         dist.init_process_group(backend, device_id=device if args.cuda else None)
@@ -424,17 +478,31 @@ def main(args: Args):
             for epoch in range(args.update_epochs):
                 b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
                 for start in range(0, batch_size, minibatch_size):
-                    mb_inds = b_inds[start:start + minibatch_size]
-                    out = ppo.update(b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds], b_advantages[mb_inds],
-                                     b_returns[mb_inds], b_values[mb_inds], b_valid[mb_inds])
+                    mb_inds = b_inds[start : start + minibatch_size]
+                    out = ppo.update(
+                        b_obs[mb_inds],
+                        b_actions[mb_inds],
+                        b_logprobs[mb_inds],
+                        b_advantages[mb_inds],
+                        b_returns[mb_inds],
+                        b_values[mb_inds],
+                        b_valid[mb_inds],
+                    )
                     clipfrac_sum += out["clipfrac"]
 
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:  # a sync per epoch, only with --target-kl
                     break
 
             if iteration % args.log_interval == 0 or iteration == num_iterations:  # Speed: all values in one transfer
-                log.row(global_step, dict(out, clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches), learning_rate=ppo.optimizer.param_groups[0]["lr"],
-                                          explained_variance=explained_variance(b_values, b_returns, b_valid)))
+                log.row(
+                    global_step,
+                    dict(
+                        out,
+                        clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                        learning_rate=ppo.optimizer.param_groups[0]["lr"],
+                        explained_variance=explained_variance(b_values, b_returns, b_valid),
+                    ),
+                )
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
@@ -449,30 +517,55 @@ def main(args: Args):
 def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)", "gamma gae_lambda": "[0, 1]",
-              "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)"}  # at least one rollout of every rank
+    ranges = {
+        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)",
+        "gamma gae_lambda": "[0, 1]",
+        "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)",
+        "learning_rate max_grad_norm target_kl": "(0, inf)",
+        "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)",
+    }  # at least one rollout of every rank
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
     if (args.num_envs * args.num_steps) % args.num_minibatches:
-        sys.exit(f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {args.num_envs * args.num_steps}, got {args.num_minibatches}")
+        sys.exit(
+            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {args.num_envs * args.num_steps}, got {args.num_minibatches}"
+        )
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -484,28 +577,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -516,17 +638,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

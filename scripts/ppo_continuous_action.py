@@ -116,7 +116,9 @@ def evaluate(args, act, video_dir):
     training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
-    env = gym.wrappers.RecordEpisodeStatistics(gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes)
+    env = gym.wrappers.RecordEpisodeStatistics(
+        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
+    )
     for episode in range(args.eval_episodes):
         obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
         while not done:
@@ -194,7 +196,19 @@ def main(args: Args):
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
-    log = RunLog(args, ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"])
+    log = RunLog(
+        args,
+        [
+            "learning_rate",
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ],
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -206,8 +220,12 @@ def main(args: Args):
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma)
-         for i in range(args.num_envs)],
+        [
+            make_env(
+                args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma
+            )
+            for i in range(args.num_envs)
+        ],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
@@ -218,8 +236,14 @@ def main(args: Args):
     obs_rms = None  # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     if args.eval_model:
         obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
-        if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
-            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
+        if (
+            not isinstance(obs_rms, dict)
+            or "count" not in obs_rms
+            or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var"))
+        ):
+            sys.exit(
+                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
+            )
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -270,7 +294,9 @@ def main(args: Args):
             # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
             with torch.no_grad():
                 next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages, returns = compute_gae(rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda)
+                advantages, returns = compute_gae(
+                    rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
+                )
 
             # flatten the batch
             b_obs = obs.reshape((-1, obs_dim))
@@ -317,7 +343,9 @@ def main(args: Args):
                     newvalue = newvalue.view(-1)
                     if args.clip_vloss:
                         v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
                         v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                         v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                         v_loss = 0.5 * (v_loss_max * w).sum() / wsum
@@ -336,17 +364,34 @@ def main(args: Args):
                     break
 
             y_pred, y_true = (x.cpu().numpy()[b_valids.cpu().numpy() > 0] for x in (b_values, b_returns))  # the valid rows
-            var_y = np.var(y_true)  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+            var_y = np.var(
+                y_true
+            )  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
             explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-            log.row(global_step, dict(learning_rate=optimizer.param_groups[0]["lr"], value_loss=v_loss, policy_loss=pg_loss, entropy=entropy_loss,
-                                      old_approx_kl=old_approx_kl, approx_kl=approx_kl, clipfrac=np.mean(clipfracs), explained_variance=explained_var))
-            rms = envs.get_attr("obs_rms")[0]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            log.row(
+                global_step,
+                dict(
+                    learning_rate=optimizer.param_groups[0]["lr"],
+                    value_loss=v_loss,
+                    policy_loss=pg_loss,
+                    entropy=entropy_loss,
+                    old_approx_kl=old_approx_kl,
+                    approx_kl=approx_kl,
+                    clipfrac=np.mean(clipfracs),
+                    explained_variance=explained_var,
+                ),
+            )
+            rms = envs.get_attr("obs_rms")[
+                0
+            ]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(np.float32)
+    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(
+        np.float32
+    )
     act = lambda o: agent.actor_mean(torch.from_numpy(normalize(o)).to(device)).detach().cpu().numpy()
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
 
@@ -354,31 +399,58 @@ def main(args: Args):
 # Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
-              "num_envs num_steps num_minibatches update_epochs": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)"}  # at least one rollout
+        sys.exit(
+            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
+        )
+    ranges = {
+        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)",
+        "gamma gae_lambda": "[0, 1]",
+        "num_envs num_steps num_minibatches update_epochs": "[1, inf)",
+        "learning_rate max_grad_norm target_kl": "(0, inf)",
+        "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)",
+    }  # at least one rollout
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
     if (batch := args.num_envs * args.num_steps) % args.num_minibatches or batch < 2 * args.num_minibatches:
-        sys.exit(f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more")
+        sys.exit(
+            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more"
+        )
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -390,28 +462,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -422,17 +523,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

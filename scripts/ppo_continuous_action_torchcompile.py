@@ -28,7 +28,10 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
+GRAPH_MODES = {
+    "reduce-overhead": "default",
+    "max-autotune": "max-autotune-no-cudagraphs",
+}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -132,7 +135,9 @@ def evaluate(args, act, video_dir):
     training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
-    env = gym.wrappers.RecordEpisodeStatistics(gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes)
+    env = gym.wrappers.RecordEpisodeStatistics(
+        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
+    )
     for episode in range(args.eval_episodes):
         obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
         while not done:
@@ -223,9 +228,11 @@ def compiled(fn, args: Args, **kwargs):
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
+
     def call(*inputs):
         torch.compiler.cudagraph_mark_step_begin()
         return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+
     return call
 
 
@@ -235,7 +242,9 @@ def make_ppo(args: Args, agent, device):
     ppo, world_size = SimpleNamespace(agent=agent), dist.get_world_size() if dist.is_initialized() else 1
     # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures; Adam fused in eager, capturable in graphs, plain compiled
     adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
-    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam)
+    ppo.optimizer = optimizer = optim.Adam(
+        agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam
+    )
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action is for evaluation.
@@ -249,7 +258,9 @@ def make_ppo(args: Args, agent, device):
             # bootstrap value (next_obs is the true final observation if the last step ended an episode)
             next_value = agent.get_value(next_obs).reshape(1, -1)
         values = values.view(rewards.shape)
-        advantages, returns = compute_gae(rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda)
+        advantages, returns = compute_gae(
+            rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
+        )
         return logprobs, values.flatten(), advantages.flatten(), returns.flatten()
 
     def update(obs, actions, logprobs, advantages, returns, values, valids, idx):
@@ -292,7 +303,9 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
-        if world_size > 1:  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
+        if (
+            world_size > 1
+        ):  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
             grads = [p.grad for p in agent.parameters()]
             flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
             dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
@@ -301,8 +314,14 @@ def make_ppo(args: Args, agent, device):
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per iteration
-        return dict(value_loss=v_loss.detach(), policy_loss=pg_loss.detach(), entropy=entropy_loss.detach(), old_approx_kl=old_approx_kl,
-                    approx_kl=approx_kl, clipfrac=clipfrac)
+        return dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=old_approx_kl,
+            approx_kl=approx_kl,
+            clipfrac=clipfrac,
+        )
 
     ppo.policy, ppo.gae, ppo.update = policy, gae, update
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
@@ -320,28 +339,59 @@ def make_ppo(args: Args, agent, device):
 def main(args: Args):
     check_args(args)
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))  # torchrun sets them: data parallel
+        sys.exit(
+            f"error: --compile-mode {args.compile_mode}: "
+            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
+        )
+    rank, world_size = (
+        int(os.environ.get("RANK", 0)),
+        int(os.environ.get("WORLD_SIZE", 1)),
+    )  # torchrun sets them: data parallel
     backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-    if world_size > 1 and (args.eval_model or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))):
-        sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun" if args.eval_model else
-                 f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})")
+    if world_size > 1 and (
+        args.eval_model
+        or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))
+    ):
+        sys.exit(
+            "error: --eval-model: an evaluation runs in one process, not under torchrun"
+            if args.eval_model
+            else f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})"
+        )
     if args.eval_model:  # evaluation only: no training (0 iterations)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
+    if not args.cuda and (
+        flag := "--cudagraphs"
+        if args.cudagraphs
+        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
+    ):
+        print(
+            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
+        )  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // (batch_size * world_size)  # (every rank's steps count)
-    columns = ["learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance"]
+    columns = [
+        "learning_rate",
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "clipfrac",
+        "explained_variance",
+    ]
     quiet = lambda *args, **kwargs: None  # noqa: E731 (under torchrun rank 0 alone writes the run folder, the other ranks nothing)
-    log = RunLog(args, columns) if rank == 0 else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
+    log = (
+        RunLog(args, columns)
+        if rank == 0
+        else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -355,8 +405,16 @@ def main(args: Args):
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [make_env(args.env_id, i, args.capture_video and not args.eval_episodes and rank == 0, os.path.join(log.run_dir, "videos"), args.gamma)
-         for i in range(args.num_envs)],
+        [
+            make_env(
+                args.env_id,
+                i,
+                args.capture_video and not args.eval_episodes and rank == 0,
+                os.path.join(log.run_dir, "videos"),
+                args.gamma,
+            )
+            for i in range(args.num_envs)
+        ],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
@@ -371,16 +429,29 @@ def main(args: Args):
     obs_rms = None  # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
         obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
-        if not isinstance(obs_rms, dict) or "count" not in obs_rms or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var")):
-            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations")
+        if (
+            not isinstance(obs_rms, dict)
+            or "count" not in obs_rms
+            or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var"))
+        ):
+            sys.exit(
+                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
+            )
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
     pin = device.type == "cuda"
-    host = {k: torch.zeros(shape, pin_memory=pin) for k, shape in [
-        ("obs", (args.num_steps, args.num_envs, obs_dim)), ("actions", (args.num_steps, args.num_envs, action_dim)),
-        ("rewards", (args.num_steps, args.num_envs)), ("terminations", (args.num_steps, args.num_envs)),
-        ("dones", (args.num_steps, args.num_envs)), ("valids", (args.num_steps, args.num_envs))]}
+    host = {
+        k: torch.zeros(shape, pin_memory=pin)
+        for k, shape in [
+            ("obs", (args.num_steps, args.num_envs, obs_dim)),
+            ("actions", (args.num_steps, args.num_envs, action_dim)),
+            ("rewards", (args.num_steps, args.num_envs)),
+            ("terminations", (args.num_steps, args.num_envs)),
+            ("dones", (args.num_steps, args.num_envs)),
+            ("valids", (args.num_steps, args.num_envs)),
+        ]
+    }
     stage = {k: v.numpy() for k, v in host.items()}
     storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
 
@@ -421,8 +492,9 @@ def main(args: Args):
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
-                b_logprobs, b_values, advantages, returns = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True),
-                                                                *storage.values())
+                b_logprobs, b_values, advantages, returns = ppo.gae(
+                    torch.from_numpy(next_obs).to(device, non_blocking=True), *storage.values()
+                )
 
             # flatten the batch
             b_obs, b_actions = storage["obs"].view(-1, obs_dim), storage["actions"].view(-1, action_dim)
@@ -441,17 +513,30 @@ def main(args: Args):
                     break
 
             # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
-            log.row(global_step, dict(out, clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches), learning_rate=lrnow,
-                                      explained_variance=explained_variance(b_values, returns, batch[-1])))
-            rms = envs.get_attr("obs_rms")[0]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            log.row(
+                global_step,
+                dict(
+                    out,
+                    clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                    learning_rate=lrnow,
+                    explained_variance=explained_variance(b_values, returns, batch[-1]),
+                ),
+            )
+            rms = envs.get_attr("obs_rms")[
+                0
+            ]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(np.float32)
+    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(
+        np.float32
+    )
     # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
-    act = lambda o: ppo.policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
+    act = lambda o: (
+        ppo.policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
+    )
     log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
     if world_size > 1:
         dist.destroy_process_group()
@@ -460,31 +545,58 @@ def main(args: Args):
 # Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
-    ranges = {"seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)", "gamma gae_lambda": "[0, 1]",
-              "num_envs num_steps num_minibatches update_epochs": "[1, inf)", "learning_rate max_grad_norm target_kl": "(0, inf)",
-              "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)"}  # at least one rollout of every rank
+        sys.exit(
+            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
+        )
+    ranges = {
+        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)",
+        "gamma gae_lambda": "[0, 1]",
+        "num_envs num_steps num_minibatches update_epochs": "[1, inf)",
+        "learning_rate max_grad_norm target_kl": "(0, inf)",
+        "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)",
+    }  # at least one rollout of every rank
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
     if (batch := args.num_envs * args.num_steps) % args.num_minibatches or batch < 2 * args.num_minibatches:
-        sys.exit(f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more")
+        sys.exit(
+            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more"
+        )
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -496,28 +608,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -528,17 +669,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

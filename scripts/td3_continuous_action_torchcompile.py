@@ -24,7 +24,10 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}  # compile modes that capture CUDA graphs: their CPU stand-ins
+GRAPH_MODES = {
+    "reduce-overhead": "default",
+    "max-autotune": "max-autotune-no-cudagraphs",
+}  # compile modes that capture CUDA graphs: their CPU stand-ins
 
 
 @dataclass
@@ -192,9 +195,11 @@ def compiled(fn, args: Args, **kwargs):
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
+
     def call(*inputs):
         torch.compiler.cudagraph_mark_step_begin()
         return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+
     return call
 
 
@@ -227,7 +232,13 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
     # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
-    adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs and device.type == "cuda" else dict(fused=True)
+    adam = (
+        {}
+        if args.compile
+        else dict(capturable=True, foreach=True)
+        if args.cudagraphs and device.type == "cuda"
+        else dict(fused=True)
+    )
     td3.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.learning_rate, **adam)
     td3.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate, **adam)
     online = list(actor.parameters()) + list(q_params.values())
@@ -236,7 +247,9 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     def update_critic(batch):
         observations, actions, next_observations, rewards, dones = ReplayBuffer.split(batch, obs_dim, action_dim)
         with torch.no_grad():
-            clipped_noise = (torch.randn_like(actions) * args.policy_noise).clamp(-args.noise_clip, args.noise_clip) * target_actor.action_scale
+            clipped_noise = (torch.randn_like(actions) * args.policy_noise).clamp(
+                -args.noise_clip, args.noise_clip
+            ) * target_actor.action_scale
             next_state_actions = (target_actor(next_observations) + clipped_noise).clamp(low, high)
             min_qf_next_target = q_values(q_target, next_observations, next_state_actions).min(0).values
             next_q_value = rewards + (1 - dones) * args.gamma * min_qf_next_target
@@ -250,7 +263,13 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         qf_loss.backward()
         q_optimizer.step()
         q_means, qf_losses = q_a_values.detach().mean(1), qf_losses.detach()
-        return dict(qf1_values=q_means[0], qf2_values=q_means[1], qf1_loss=qf_losses[0], qf2_loss=qf_losses[1], qf_loss=qf_losses.mean())
+        return dict(
+            qf1_values=q_means[0],
+            qf2_values=q_means[1],
+            qf1_loss=qf_losses[0],
+            qf2_loss=qf_losses[1],
+            qf_loss=qf_losses.mean(),
+        )
 
     def update_actor(batch):
         observations = batch[:, :obs_dim]
@@ -291,14 +310,23 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 def main(args: Args):
     check_args(args)
     if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(f"error: --compile-mode {args.compile_mode}: " + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs"))
+        sys.exit(
+            f"error: --compile-mode {args.compile_mode}: "
+            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
+        )
     if args.eval_model:  # evaluation only: no training, no replay memory
         args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if not args.cuda and (flag := "--cudagraphs" if args.cudagraphs else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"):
-        print(f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr)  # (never both flags: refused above)
+    if not args.cuda and (
+        flag := "--cudagraphs"
+        if args.cudagraphs
+        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
+    ):
+        print(
+            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
+        )  # (never both flags: refused above)
         args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
@@ -314,8 +342,16 @@ def main(args: Args):
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"))
-         for i in range(args.num_envs)],
+        [
+            make_env(
+                args.env_id,
+                args.seed + i,
+                i,
+                args.capture_video and not args.eval_episodes,
+                os.path.join(log.run_dir, "videos"),
+            )
+            for i in range(args.num_envs)
+        ],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
@@ -376,29 +412,55 @@ def main(args: Args):
 # Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
 def check_args(args: Args):
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(f"error: --env-id: {args.env_id}: TD3 needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4")
-    ranges = {"seed learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip": "[0, inf)", "gamma": "[0, 1]",
-              "tau": "(0, 1]", "num_envs batch_size total_timesteps policy_frequency log_interval": "[1, inf)",
-              "buffer_size": f"[{args.batch_size}, inf)", "learning_rate": "(0, inf)"}
+        sys.exit(
+            f"error: --env-id: {args.env_id}: TD3 needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
+        )
+    ranges = {
+        "seed learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip": "[0, inf)",
+        "gamma": "[0, 1]",
+        "tau": "(0, 1]",
+        "num_envs batch_size total_timesteps policy_frequency log_interval": "[1, inf)",
+        "buffer_size": f"[{args.batch_size}, inf)",
+        "learning_rate": "(0, inf)",
+    }
     for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
         low, high = map(float, interval[1:-1].split(","))
         for name in names.split():
-            if not (low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"):
+            if not (
+                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
+            ):
                 sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = args, time.time(), 0, None, None, None
-        self.run_dir, self.episodes = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"), []
+        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
+            args,
+            time.time(),
+            0,
+            None,
+            None,
+            None,
+        )
+        self.run_dir, self.episodes = (
+            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
+            [],
+        )
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(project=args.wandb_project_name, entity=args.wandb_entity,
-                                                                 config=vars(args), name=os.path.basename(self.run_dir), save_code=True)
+            self.wandb = args.track and __import__("wandb").init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                config=vars(args),
+                name=os.path.basename(self.run_dir),
+                save_code=True,
+            )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
         except (OSError, ImportError) as e:
             sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-                                  ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns])
+        self.csv = csv.DictWriter(
+            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
+            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
+        )
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
@@ -410,28 +472,57 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace("\n", " "))
+            sys.exit(
+                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
+                    "\n", " "
+                )
+            )
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = self.burnin_end or (None, global_step), time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2
-        return dict(global_step=global_step, sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-                    episodic_return=last[0], episodic_length=last[1], wall_time_s=now - self.start)
+    def stats(
+        self, global_step
+    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
+        (t0, step0), now, last = (
+            self.burnin_end or (None, global_step),
+            time.time(),
+            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
+        )
+        return dict(
+            global_step=global_step,
+            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
+            episodic_return=last[0],
+            episodic_length=last[1],
+            wall_time_s=now - self.start,
+        )
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {**self.stats(global_step), **metrics, **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else []))}
+        row = {
+            **self.stats(global_step),
+            **metrics,
+            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
+        }
         self.csv.writerow(row)
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}")
+        self.bar.set_postfix_str(
+            line
+            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        )
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
         if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log({("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/") + ("SPS" if k == "sps" else k): v
-                            for k, v in row.items() if v is not None}, step=global_step)
+            self.wandb.log(
+                {
+                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
+                    + ("SPS" if k == "sps" else k): v
+                    for k, v in row.items()
+                    if v is not None
+                },
+                step=global_step,
+            )
         if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
             self.finish(global_step, "diverged", None, None)
             sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
@@ -442,17 +533,36 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = evaluate(args, act, os.path.join(self.run_dir, "videos")) if args.eval_episodes and status == "finished" else []
+            evals = (
+                evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                if args.eval_episodes and status == "finished"
+                else []
+            )
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(script=(name := pathlib.Path(__file__).stem), algo=name.split("_")[0], device="cuda" if args.cuda else "cpu", cpu_count=os.cpu_count(),
-                       gpu_name=torch.cuda.get_device_name() if args.cuda else None, world_size=int(os.environ.get("WORLD_SIZE", 1)),
-                       **self.stats(global_step), warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start, episodes=len(self.episodes),
-                       torch_version=torch.__version__, status="evaluated" if evals and args.eval_model else status, eval_episodes=len(evals) or None,
-                       eval_return_mean=float(np.mean(evals)) if evals else None, eval_return_std=float(np.std(evals)) if evals else None, args=asdict(args))
+        summary = dict(
+            script=(name := pathlib.Path(__file__).stem),
+            algo=name.split("_")[0],
+            device="cuda" if args.cuda else "cpu",
+            cpu_count=os.cpu_count(),
+            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            **self.stats(global_step),
+            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
+            episodes=len(self.episodes),
+            torch_version=torch.__version__,
+            status="evaluated" if evals and args.eval_model else status,
+            eval_episodes=len(evals) or None,
+            eval_return_mean=float(np.mean(evals)) if evals else None,
+            eval_return_std=float(np.std(evals)) if evals else None,
+            args=asdict(args),
+        )
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                  f" --measure-burnin {args.measure_burnin})", file=sys.stderr)
+            print(
+                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
+                f" --measure-burnin {args.measure_burnin})",
+                file=sys.stderr,
+            )
         (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
         print(path)  # the last line printed
         if status == "interrupted":

@@ -1,4 +1,5 @@
 """Helpers shared by the tests: run a script as a user would, or import it to test its parts."""
+
 import importlib.util
 import json
 import os
@@ -50,7 +51,9 @@ def run_script(script, *flags, tmp_path, expect_ok=True, timeout=1200):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     if expect_ok and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+        )
     summary = None
     lines = proc.stdout.strip().splitlines()
     if proc.returncode == 0:
@@ -77,8 +80,23 @@ def read_metrics(summary):
         return list(csv.DictReader(f))
 
 
-SUMMARY_KEYS = {"script", "algo", "device", "gpu_name", "cpu_count", "torch_version", "world_size", "global_step", "sps", "wall_time_s",
-                "warmup_s", "episodic_return", "episodes", "status", "args"}  # CONVENTIONS.md; the flags are in args only
+SUMMARY_KEYS = {
+    "script",
+    "algo",
+    "device",
+    "gpu_name",
+    "cpu_count",
+    "torch_version",
+    "world_size",
+    "global_step",
+    "sps",
+    "wall_time_s",
+    "warmup_s",
+    "episodic_return",
+    "episodes",
+    "status",
+    "args",
+}  # CONVENTIONS.md; the flags are in args only
 
 
 def check_summary(summary, script, algo, env_id, total_timesteps, compile=False, cudagraphs=False):
@@ -174,7 +192,9 @@ def sync_problems(syncs, source, policy_calls, rows):
     reads with `.tolist()`, one per metrics row (the logged values). Anything else is a problem, and so are more."""
     action = [w for w in syncs if w[0] == source and ".cpu()" in w[2]]
     logged = [w for w in syncs if w[0] == source and ".tolist()" in w[2]]
-    problems = [f"a sync at {f}:{n}: {text}" for f, n, text in sorted({w for w in syncs if w not in action and w not in logged})]
+    problems = [
+        f"a sync at {f}:{n}: {text}" for f, n, text in sorted({w for w in syncs if w not in action and w not in logged})
+    ]
     if len(action) > policy_calls:
         problems.append(f"{len(action)} syncs on the action's lines for {policy_calls} policy calls")
     if len(logged) > rows:

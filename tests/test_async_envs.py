@@ -3,6 +3,7 @@ gymnasium pair, with the same autoreset mode: for a given seed a short run store
 buffer) or the rollout (PPO) that the sync run stores, sees the same episodes and learns the same parameters. The
 Atari scripts step their envs in envpool's threads: --envpool-threads sets how many, --async-envs is refused. Ctrl-C
 with --async-envs ends the run as without it."""
+
 import json
 import os
 import pathlib
@@ -14,18 +15,63 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from conftest import SCRIPTS, load_script, run_in_process, run_script
 
-OFF_POLICY = ["--env-id", "Pendulum-v1", "--num-envs", 2, "--total-timesteps", 420, "--learning-starts", 300, "--batch-size", 32,
-              "--buffer-size", 1000, "--measure-burnin", 0, "--log-interval", 100]  # both envs truncate at step 200 (SAME_STEP)
+OFF_POLICY = [
+    "--env-id",
+    "Pendulum-v1",
+    "--num-envs",
+    2,
+    "--total-timesteps",
+    420,
+    "--learning-starts",
+    300,
+    "--batch-size",
+    32,
+    "--buffer-size",
+    1000,
+    "--measure-burnin",
+    0,
+    "--log-interval",
+    100,
+]  # both envs truncate at step 200 (SAME_STEP)
 FLAGS = {
-    "dqn": ["--num-envs", 2, "--total-timesteps", 600, "--learning-starts", 200, "--train-frequency", 2, "--batch-size", 32,
-            "--buffer-size", 1000, "--measure-burnin", 0, "--log-interval", 100],  # episodes end (terminations) along the way
+    "dqn": [
+        "--num-envs",
+        2,
+        "--total-timesteps",
+        600,
+        "--learning-starts",
+        200,
+        "--train-frequency",
+        2,
+        "--batch-size",
+        32,
+        "--buffer-size",
+        1000,
+        "--measure-burnin",
+        0,
+        "--log-interval",
+        100,
+    ],  # episodes end (terminations) along the way
     "sac_continuous_action": OFF_POLICY,
     "td3_continuous_action": OFF_POLICY,
-    "ppo_continuous_action": ["--env-id", "Pendulum-v1", "--num-envs", 2, "--num-steps", 128, "--num-minibatches", 4, "--update-epochs", 2,
-                              "--total-timesteps", 768, "--measure-burnin", 0],  # the second rollout holds the NEXT_STEP reset rows
+    "ppo_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        2,
+        "--num-steps",
+        128,
+        "--num-minibatches",
+        4,
+        "--update-epochs",
+        2,
+        "--total-timesteps",
+        768,
+        "--measure-burnin",
+        0,
+    ],  # the second rollout holds the NEXT_STEP reset rows
 }
 FILES = [f"{algo}{suffix}" for algo in FLAGS for suffix in ["", "_torchcompile"]]
 
@@ -37,15 +83,23 @@ def stored(state):
     rb = state.get("rb") or getattr(agent, "rb", None)
     if rb is not None:
         arrays = {k: v for k, v in vars(rb).items() if isinstance(v, (np.ndarray, torch.Tensor)) and k != "count"}
-        arrays.update({f"column{i}": c for i, c in enumerate(getattr(rb, "columns", []))})  # the SAC and TD3 baselines' columns
+        arrays.update(
+            {f"column{i}": c for i, c in enumerate(getattr(rb, "columns", []))}
+        )  # the SAC and TD3 baselines' columns
     elif "storage" in state:
         arrays = dict(state["storage"])
     else:
         arrays = {k: state[k] for k in ("obs", "actions", "logprobs", "rewards", "terminations", "dones", "valids", "values")}
-    network = state.get("agent") or state.get("actor") or state.get("q_network") or getattr(agent, "q_network", getattr(agent, "actor", None))
+    network = (
+        state.get("agent")
+        or state.get("actor")
+        or state.get("q_network")
+        or getattr(agent, "q_network", getattr(agent, "actor", None))
+    )
     params = {f"param.{k}": v for k, v in network.state_dict().items()}
-    return {k: torch.as_tensor(np.asarray(v.cpu()) if isinstance(v, torch.Tensor) else v) for k, v in {**arrays, **params}.items()}, \
-        list(map(tuple, np.asarray(state["log"].episodes, dtype=float)))
+    return {
+        k: torch.as_tensor(np.asarray(v.cpu()) if isinstance(v, torch.Tensor) else v) for k, v in {**arrays, **params}.items()
+    }, list(map(tuple, np.asarray(state["log"].episodes, dtype=float)))
 
 
 @pytest.mark.parametrize("script", FILES)
@@ -71,12 +125,32 @@ def test_atari_refuses_async_envs_and_takes_envpool_threads(script, tmp_path, ca
     with pytest.raises(SystemExit) as exit:  # before any work: no warning, no run folder
         module.main(module.Args(async_envs=True, output_dir=str(tmp_path / "runs")))
     assert not (tmp_path / "runs").exists()
-    assert exit.value.code.startswith("error: --async-envs: ") and "--envpool-threads" in exit.value.code and capsys.readouterr().err == ""
+    assert (
+        exit.value.code.startswith("error: --async-envs: ")
+        and "--envpool-threads" in exit.value.code
+        and capsys.readouterr().err == ""
+    )
     with pytest.raises(SystemExit) as exit:
         module.check_args(module.Args(envpool_threads=-1))
     assert exit.value.code == "error: --envpool-threads: must be in [0, inf), got -1"
-    proc, summary = run_script(script, "--envpool-threads", 2, "--num-envs", 4, "--num-steps", 16, "--num-minibatches", 2,
-                               "--update-epochs", 1, "--total-timesteps", 128, "--measure-burnin", 1, tmp_path=tmp_path)
+    proc, summary = run_script(
+        script,
+        "--envpool-threads",
+        2,
+        "--num-envs",
+        4,
+        "--num-steps",
+        16,
+        "--num-minibatches",
+        2,
+        "--update-epochs",
+        1,
+        "--total-timesteps",
+        128,
+        "--measure-burnin",
+        1,
+        tmp_path=tmp_path,
+    )
     assert summary["status"] == "finished" and summary["args"]["envpool_threads"] == 2
 
 
@@ -85,8 +159,20 @@ def test_ctrl_c_with_async_envs_writes_the_summary(script, tmp_path):
     """Ctrl-C reaches the whole process group, the env workers too: they ignore it, the training process stops them and
     writes its summary (and PPO's model.pt with the observation statistics), exit status 130, no worker left behind."""
     out = tmp_path / "runs"
-    cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), "--env-id", "Pendulum-v1", "--num-envs", "2", "--async-envs",
-           "--total-timesteps", "1000000", "--save-model", "--output-dir", str(out)] + (["--num-steps", "64"] if "ppo" in script else [])
+    cmd = [
+        sys.executable,
+        str(SCRIPTS / f"{script}.py"),
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        "2",
+        "--async-envs",
+        "--total-timesteps",
+        "1000000",
+        "--save-model",
+        "--output-dir",
+        str(out),
+    ] + (["--num-steps", "64"] if "ppo" in script else [])
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(1200):  # until the run has logged a few rows (PPO: iterations, with their statistics)

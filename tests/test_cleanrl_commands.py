@@ -1,21 +1,41 @@
 """CleanRL's own smoke-test command lines (its tests/test_*.py) run unchanged on both files of each pair: exit 0 and
 a summary; a run too short to learn or to be measured says so in one warning and reports sps as null."""
+
 import pathlib
 
 import pytest
-
 from conftest import run_script
 
 COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or None when the run learns and is measured)
     ("ppo_atari", ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"], "--measure-burnin"),
-    ("ppo_continuous_action", ["--env-id", "Hopper-v4", "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "128"], None),
+    (
+        "ppo_continuous_action",
+        ["--env-id", "Hopper-v4", "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "128"],
+        None,
+    ),
     ("ppo_continuous_action", ["--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256"], None),
-    ("td3_continuous_action", ["--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
-                               "--total-timesteps", "105"], "--measure-burnin"),
+    (
+        "td3_continuous_action",
+        ["--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "105"],
+        "--measure-burnin",
+    ),
     ("sac_continuous_action", ["--env-id", "Hopper-v4", "--batch-size", "128", "--total-timesteps", "135"], "(0 updates"),
     ("dqn", ["--learning-starts", "200", "--total-timesteps", "205"], "(0 updates"),  # steps 201-204: no 10th step
-    ("td3_continuous_action", ["--save-model", "--env-id", "Hopper-v4", "--learning-starts", "100", "--batch-size", "32",
-                               "--total-timesteps", "105"], "--measure-burnin"),  # CleanRL's test_mujoco_eval
+    (
+        "td3_continuous_action",
+        [
+            "--save-model",
+            "--env-id",
+            "Hopper-v4",
+            "--learning-starts",
+            "100",
+            "--batch-size",
+            "32",
+            "--total-timesteps",
+            "105",
+        ],
+        "--measure-burnin",
+    ),  # CleanRL's test_mujoco_eval
 ]
 
 

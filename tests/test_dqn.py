@@ -2,43 +2,75 @@
 CleanRL's update and of the compiled path with the eager one, the epsilon schedule, truncation handling, no
 autograd history, and bad input. (Long runs with the memory check are in test_long_runs.py, the real loop's sync
 watch on a GPU in test_gpu.py, CleanRL's smoke command in test_cleanrl_commands.py too.)"""
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from conftest import check_summary, load_script, read_metrics, reachable_tensors, run_in_process, run_script
+from conftest import check_summary, load_script, reachable_tensors, read_metrics, run_in_process, run_script
 
 BASE, FAST = "dqn", "dqn_torchcompile"
 # A short run on CartPole that goes past learning_starts, so that the (compiled) update really runs: 200 updates,
 # 8 target updates, episodes of ~20 steps.
-SHORT = ["--total-timesteps", 600, "--learning-starts", 200, "--train-frequency", 2, "--target-network-frequency", 50,
-         "--batch-size", 32, "--buffer-size", 1000, "--measure-burnin", 2, "--log-interval", 100]
+SHORT = [
+    "--total-timesteps",
+    600,
+    "--learning-starts",
+    200,
+    "--train-frequency",
+    2,
+    "--target-network-frequency",
+    50,
+    "--batch-size",
+    32,
+    "--buffer-size",
+    1000,
+    "--measure-burnin",
+    2,
+    "--log-interval",
+    100,
+]
 OBS_DIM, N_ACTIONS, BATCH = 4, 2, 32  # CartPole's shapes and SHORT's batch: the in-process compile reuses the runs' cache
 
 
 def warnings_of(proc):
     """The run's own warnings (the CPU fallback of --cuda aside, which every run on a CPU machine prints)."""
-    return [line for line in proc.stderr.splitlines() if line.startswith("warning:") and not line.startswith("warning: --cuda:")]
+    return [
+        line for line in proc.stderr.splitlines() if line.startswith("warning:") and not line.startswith("warning: --cuda:")
+    ]
 
 
 # ---------------------------------------------------------------- runs of every file and flag combination
 RUNS = [(BASE, []), (FAST, []), (FAST, ["--cudagraphs"]), (FAST, ["--compile"]), (FAST, ["--compile", "--cudagraphs"])]
 
 
-@pytest.mark.parametrize("script,flags", [pytest.param(s, f, marks=[pytest.mark.compile] if "--compile" in f else [])
-                                          for s, f in RUNS], ids=[f"{s}{''.join(f)}" for s, f in RUNS])
+@pytest.mark.parametrize(
+    "script,flags",
+    [pytest.param(s, f, marks=[pytest.mark.compile] if "--compile" in f else []) for s, f in RUNS],
+    ids=[f"{s}{''.join(f)}" for s, f in RUNS],
+)
 def test_short_run(script, flags, tmp_path):
     proc, summary = run_script(script, *SHORT, *flags, tmp_path=tmp_path)
     cuda = torch.cuda.is_available()
-    check_summary(summary, script, "dqn", "CartPole-v1", 600, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda)
+    check_summary(
+        summary, script, "dqn", "CartPole-v1", 600, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda
+    )
     if "--cudagraphs" in flags and not cuda:
         assert warnings_of(proc) == ["warning: --cudagraphs: needs CUDA, running without CUDA graphs"]
     else:
         assert warnings_of(proc) == []
     rows = read_metrics(summary)
     assert [int(r["global_step"]) for r in rows] == list(range(100, 601, 100))
-    assert list(rows[0])[:8] == ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", "td_loss", "q_values", "epsilon"]
+    assert list(rows[0])[:8] == [
+        "global_step",
+        "sps",
+        "episodic_return",
+        "episodic_length",
+        "wall_time_s",
+        "td_loss",
+        "q_values",
+        "epsilon",
+    ]
     base = load_script(BASE)
     for r in rows:  # the row at steps_done=s logs the epsilon of the step s-1 (duration: 0.5 * 600 steps)
         assert float(r["epsilon"]) == pytest.approx(base.linear_schedule(1.0, 0.05, 300, int(r["global_step"]) - 1), abs=1e-6)
@@ -50,12 +82,15 @@ def test_short_run(script, flags, tmp_path):
 # ---------------------------------------------------------------- short runs are not errors
 SMOKE = [  # CleanRL's own test command (steps 201-204 hold no multiple of --train-frequency 10: no update); a run that
     # never reaches learning_starts; a run that ends inside the burn-in (5 updates, at steps 210-250)
-    (["--learning-starts", 200, "--total-timesteps", 205],
-     "warning: --total-timesteps 205: steps/s not measured (0 updates, --measure-burnin 10)"),
-    (["--total-timesteps", 300],
-     "warning: --total-timesteps 300: steps/s not measured (0 updates, --measure-burnin 10)"),
-    (["--learning-starts", 200, "--total-timesteps", 260],
-     "warning: --total-timesteps 260: steps/s not measured (5 updates, --measure-burnin 10)"),
+    (
+        ["--learning-starts", 200, "--total-timesteps", 205],
+        "warning: --total-timesteps 205: steps/s not measured (0 updates, --measure-burnin 10)",
+    ),
+    (["--total-timesteps", 300], "warning: --total-timesteps 300: steps/s not measured (0 updates, --measure-burnin 10)"),
+    (
+        ["--learning-starts", 200, "--total-timesteps", 260],
+        "warning: --total-timesteps 260: steps/s not measured (5 updates, --measure-burnin 10)",
+    ),
 ]
 
 
@@ -161,7 +196,9 @@ def test_fast_update_equals_cleanrl_update():
                 tp.data.copy_(1.0 * p.data + (1.0 - 1.0) * tp.data)
             agent.update_target()
     _assert_close(got, expected, "losses")
-    _assert_params_close(_state(agent), [t.detach() for t in [*q_network.parameters(), *target_network.parameters()]], "parameters")
+    _assert_params_close(
+        _state(agent), [t.detach() for t in [*q_network.parameters(), *target_network.parameters()]], "parameters"
+    )
 
 
 def test_soft_target_update_is_cleanrls_formula():
@@ -194,7 +231,9 @@ def _no_history(agent):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("mode", ["default", "max-autotune-no-cudagraphs"])  # (issue 21: each --compile-mode computes what eager does)
+@pytest.mark.parametrize(
+    "mode", ["default", "max-autotune-no-cudagraphs"]
+)  # (issue 21: each --compile-mode computes what eager does)
 def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
     module = load_script(FAST)
     torch.manual_seed(0)
@@ -235,12 +274,29 @@ def test_the_fast_loop_acts_as_the_baseline_on_cleanrls_schedule(num_envs, tmp_p
     actions step for step, the random ones and the greedy ones."""
     import gymnasium as gym
 
-    flags = ["--num-envs", num_envs, "--total-timesteps", 90 * num_envs, "--exploration-fraction", 0.5, "--start-e", 0.9,
-             "--end-e", 0.1, "--learning-starts", 10**6, "--log-interval", 1, "--no-cuda"]
+    flags = [
+        "--num-envs",
+        num_envs,
+        "--total-timesteps",
+        90 * num_envs,
+        "--exploration-fraction",
+        0.5,
+        "--start-e",
+        0.9,
+        "--end-e",
+        0.1,
+        "--learning-starts",
+        10**6,
+        "--log-interval",
+        1,
+        "--no-cuda",
+    ]
     step, runs = gym.vector.SyncVectorEnv.step, {}
     for script in (BASE, FAST):
         sent = []
-        monkeypatch.setattr(gym.vector.SyncVectorEnv, "step", lambda self, actions: sent.append(actions.copy()) or step(self, actions))
+        monkeypatch.setattr(
+            gym.vector.SyncVectorEnv, "step", lambda self, actions: sent.append(actions.copy()) or step(self, actions)
+        )
         (tmp_path / script).mkdir()
         run_in_process(script, *flags, tmp_path=tmp_path / script, monkeypatch=monkeypatch)
         rows = read_metrics({"_run_dir": next((tmp_path / script / "runs").iterdir())})
@@ -249,7 +305,9 @@ def test_the_fast_loop_acts_as_the_baseline_on_cleanrls_schedule(num_envs, tmp_p
     steps, epsilons = zip(*runs[FAST][1])
     assert list(steps) == list(range(num_envs, 90 * num_envs + 1, num_envs))  # a row per loop step: every epsilon seen
     # the row at steps_done logs the epsilon of the loop step that began at steps_done - num_envs
-    assert list(epsilons) == pytest.approx([base.linear_schedule(0.9, 0.1, 45 * num_envs, s - num_envs) for s in steps], abs=1e-12)
+    assert list(epsilons) == pytest.approx(
+        [base.linear_schedule(0.9, 0.1, 45 * num_envs, s - num_envs) for s in steps], abs=1e-12
+    )
     assert epsilons[0] == pytest.approx(0.9) and epsilons[-1] == pytest.approx(0.1)
     assert runs[FAST][1] == runs[BASE][1]
     assert runs[FAST][0].shape == (90, num_envs) and np.array_equal(runs[FAST][0], runs[BASE][0])
@@ -266,6 +324,7 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
 
     class Counter(gym.Env):
         """obs = [episode id, t]; episodes alternate: truncated at t=3, terminated at t=4."""
+
         observation_space = gym.spaces.Box(-100, 100, (2,), np.float32)
         action_space = gym.spaces.Discrete(2)
 
@@ -291,23 +350,42 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
         return orig_add(self, obs, next_obs, actions, rewards, terminations)
 
     monkeypatch.setattr(module.ReplayBuffer, "add", spy)
-    args = module.Args(env_id="CounterDQN-v0", total_timesteps=14, learning_starts=12, batch_size=4, buffer_size=50,
-                       train_frequency=1, measure_burnin=0, log_interval=7, output_dir=str(tmp_path), cuda=False)
+    args = module.Args(
+        env_id="CounterDQN-v0",
+        total_timesteps=14,
+        learning_starts=12,
+        batch_size=4,
+        buffer_size=50,
+        train_frequency=1,
+        measure_burnin=0,
+        log_interval=7,
+        output_dir=str(tmp_path),
+        cuda=False,
+    )
     try:
         module.main(args)
     finally:
         gym.registry.pop("CounterDQN-v0")
     transitions = [(tuple(o[0]), tuple(n[0]), float(r[0]), bool(d[0])) for o, n, r, d in stored]
-    expected = [((0, 0), (0, 1), 1, False), ((0, 1), (0, 2), 2, False), ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
-                ((1, 0), (1, 1), 1, False), ((1, 1), (1, 2), 2, False), ((1, 2), (1, 3), 3, False), ((1, 3), (1, 4), 4, True),  # terminated
-                ((2, 0), (2, 1), 1, False)]
+    expected = [
+        ((0, 0), (0, 1), 1, False),
+        ((0, 1), (0, 2), 2, False),
+        ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
+        ((1, 0), (1, 1), 1, False),
+        ((1, 1), (1, 2), 2, False),
+        ((1, 2), (1, 3), 3, False),
+        ((1, 3), (1, 4), 4, True),  # terminated
+        ((2, 0), (2, 1), 1, False),
+    ]
     assert transitions[: len(expected)] == expected
     rb = buffers[0]  # and the buffer holds those rows
     if script == FAST:
         rows = rb.storage[:7]
         obs, next_obs, rewards, dones = rows[:, :2], rows[:, 2:4], rows[:, -2], rows[:, -1]
     else:
-        obs, next_obs, rewards, dones = (torch.as_tensor(x[:7]) for x in (rb.observations, rb.next_observations, rb.rewards, rb.dones))
+        obs, next_obs, rewards, dones = (
+            torch.as_tensor(x[:7]) for x in (rb.observations, rb.next_observations, rb.rewards, rb.dones)
+        )
     assert next_obs[2].tolist() == [0, 3] and obs[3].tolist() == [1, 0]
     assert dones.tolist() == [0, 0, 0, 0, 0, 0, 1] and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
 
@@ -323,9 +401,13 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
     assert rb.storage[:, 0].tolist() == [5, 1, 2, 3, 4]  # row 0 overwritten by the 6th transition
     assert rb.storage[:, 2].tolist() == [1, 1, 0, 1, 0]  # the actions column
     fresh = module.ReplayBuffer(100, 1, torch.device("cpu"))
-    fresh.add(np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.array([1, 1]), np.ones(2, np.float32), np.zeros(2, bool))
+    fresh.add(
+        np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.array([1, 1]), np.ones(2, np.float32), np.zeros(2, bool)
+    )
     assert (fresh.sample(256)[0][:, 0] == 1).all()  # never the zero rows beyond what was added
-    fresh.add(2 * np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.array([1]), np.ones(1, np.float32), np.zeros(1, bool))
+    fresh.add(
+        2 * np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.array([1]), np.ones(1, np.float32), np.zeros(1, bool)
+    )
     assert set(fresh.sample(256)[0][:, 0].tolist()) == {1.0, 2.0}
 
 
@@ -368,10 +450,15 @@ def test_bad_input_fails_with_one_line(script, tmp_path, capsys):
 
 # ---------------------------------------------------------------- GPU: CUDA graphs and host-device syncs
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", [pytest.param(dict(cudagraphs=True), id="cudagraphs"),
-                                   pytest.param(dict(compile=True, cudagraphs=True), id="compile-cudagraphs", marks=pytest.mark.compile),
-                                   pytest.param(dict(compile=True, compile_mode="reduce-overhead"), id="reduce-overhead", marks=pytest.mark.compile),
-                                   pytest.param(dict(compile=True, compile_mode="max-autotune"), id="max-autotune", marks=pytest.mark.compile)])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(dict(cudagraphs=True), id="cudagraphs"),
+        pytest.param(dict(compile=True, cudagraphs=True), id="compile-cudagraphs", marks=pytest.mark.compile),
+        pytest.param(dict(compile=True, compile_mode="reduce-overhead"), id="reduce-overhead", marks=pytest.mark.compile),
+        pytest.param(dict(compile=True, compile_mode="max-autotune"), id="max-autotune", marks=pytest.mark.compile),
+    ],
+)
 def test_cudagraph_update_and_policy_equal_eager_on_gpu(flags, inductor_eager_rng):
     """tensordict's graphs, and inductor's own (--compile-mode reduce-overhead / max-autotune), compute what eager does."""
     module = load_script(FAST)
@@ -391,9 +478,15 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(flags, inductor_eager_rn
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", [pytest.param({}, id="eager"), pytest.param({"cudagraphs": True}, id="graphs"),
-                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-graphs", marks=pytest.mark.compile),
-                                   pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param({}, id="eager"),
+        pytest.param({"cudagraphs": True}, id="graphs"),
+        pytest.param({"compile": True, "cudagraphs": True}, id="compile-graphs", marks=pytest.mark.compile),
+        pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile),
+    ],
+)
 def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
     """An acting step fed a numpy observation exactly as the loop feeds it, a buffer add, an update and a target
     update make no host-device sync, up to the action the env needs."""
@@ -423,9 +516,14 @@ def test_no_host_device_sync_in_the_loop_step_on_gpu(flags):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("flags", [pytest.param({"cudagraphs": True}, id="cudagraphs"),
-                                   pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
-                                   pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param({"cudagraphs": True}, id="cudagraphs"),
+        pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
+        pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile),
+    ],
+)
 def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
     """A replayed graph must not replay frozen draws: the update's sampled indices are new on every call, with the
     eager code's mean and spread. (The policy draws nothing: the coin and the random actions are the host's.)"""

@@ -1,14 +1,20 @@
 """The files a reader copies: the plumbing below main() is one text in every script and at most 90 lines, check_args
 included, and every file stays within its cap (issue 20): CleanRL's length + 90 for a baseline, 1.3 x CleanRL's + 90
 for a fast variant."""
+
 import ast
 
 import pytest
-
 from conftest import SCRIPTS
 
 FILES = sorted(SCRIPTS.glob("*.py"))
-CLEANRL_LINES = {"sac_continuous_action": 324, "td3_continuous_action": 317, "ppo_continuous_action": 353, "ppo_atari": 344, "dqn": 248}
+CLEANRL_LINES = {
+    "sac_continuous_action": 324,
+    "td3_continuous_action": 317,
+    "ppo_continuous_action": 353,
+    "ppo_atari": 344,
+    "dqn": 248,
+}
 
 
 def top_level(path):
@@ -21,17 +27,19 @@ def top_level(path):
 def plumbing(path):
     """The file's lines from its `# Plumbing` line to the end."""
     lines = path.read_text().splitlines()
-    return lines[next(i for i, line in enumerate(lines) if line.startswith("# Plumbing")):]
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("# Plumbing")) :]
 
 
 def test_the_plumbing_is_one_text_in_every_file():
     assert len(FILES) == 10
     reference = plumbing(FILES[0])
-    shared = reference[next(i for i, line in enumerate(reference) if line.startswith("class RunLog:")) - 2:]  # and the blank lines
+    shared = reference[
+        next(i for i, line in enumerate(reference) if line.startswith("class RunLog:")) - 2 :
+    ]  # and the blank lines
     for path in FILES[1:]:
         lines = plumbing(path)
         assert lines[0] == reference[0], path.name  # the same header line
-        assert lines[-len(shared):] == shared, f"{path.name}: the plumbing after check_args differs from {FILES[0].name}'s"
+        assert lines[-len(shared) :] == shared, f"{path.name}: the plumbing after check_args differs from {FILES[0].name}'s"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

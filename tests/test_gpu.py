@@ -5,36 +5,92 @@
   of the eager code (a compiled function captured in a CUDA graph must not replay frozen draws); DQN's are in
   test_dqn.py.
 """
+
 import linecache
 
 import numpy as np
 import pytest
 import torch
-
 from conftest import SCRIPTS, load_script, run_in_process, sync_problems
 
 pytestmark = pytest.mark.gpu
-MODES = [pytest.param([], id="eager"), pytest.param(["--cudagraphs"], id="cudagraphs"),
-         pytest.param(["--compile", "--cudagraphs"], id="compile-cudagraphs", marks=pytest.mark.compile),
-         pytest.param(["--compile", "--compile-mode", "reduce-overhead"], id="reduce-overhead", marks=pytest.mark.compile)]
+MODES = [
+    pytest.param([], id="eager"),
+    pytest.param(["--cudagraphs"], id="cudagraphs"),
+    pytest.param(["--compile", "--cudagraphs"], id="compile-cudagraphs", marks=pytest.mark.compile),
+    pytest.param(["--compile", "--compile-mode", "reduce-overhead"], id="reduce-overhead", marks=pytest.mark.compile),
+]
 # tensordict's CUDA graphs, and inductor's own (--compile-mode reduce-overhead: cudagraph trees, outputs cloned)
-GRAPHS = [pytest.param({"cudagraphs": True}, id="cudagraphs"),
-          pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
-          pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile)]
-OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300",
-              "--measure-burnin", "10", "--log-interval", "50"]
+GRAPHS = [
+    pytest.param({"cudagraphs": True}, id="cudagraphs"),
+    pytest.param({"compile": True, "cudagraphs": True}, id="compile-cudagraphs", marks=pytest.mark.compile),
+    pytest.param({"compile": True, "compile_mode": "reduce-overhead"}, id="reduce-overhead", marks=pytest.mark.compile),
+]
+OFF_POLICY = [
+    "--env-id",
+    "Pendulum-v1",
+    "--learning-starts",
+    "100",
+    "--batch-size",
+    "32",
+    "--total-timesteps",
+    "300",
+    "--measure-burnin",
+    "10",
+    "--log-interval",
+    "50",
+]
 # Each run goes past every function's warm-up and capture (3 eager calls with compile, then the capture; PPO's gae runs
 # once per iteration) before its burn-in ends, then runs on with the sync watch on.
 LOOPS = {
     "sac_continuous_action_torchcompile": OFF_POLICY,
     "td3_continuous_action_torchcompile": OFF_POLICY,
-    "ppo_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64",
-                                           "--num-minibatches", "4", "--update-epochs", "2", "--total-timesteps", "768",
-                                           "--measure-burnin", "4"],
-    "dqn_torchcompile": ["--learning-starts", "100", "--train-frequency", "2", "--target-network-frequency", "50",
-                         "--batch-size", "32", "--total-timesteps", "400", "--measure-burnin", "10", "--log-interval", "50"],
-    "ppo_atari_torchcompile": ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
-                               "--total-timesteps", "448", "--measure-burnin", "4"],
+    "ppo_continuous_action_torchcompile": [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "4",
+        "--update-epochs",
+        "2",
+        "--total-timesteps",
+        "768",
+        "--measure-burnin",
+        "4",
+    ],
+    "dqn_torchcompile": [
+        "--learning-starts",
+        "100",
+        "--train-frequency",
+        "2",
+        "--target-network-frequency",
+        "50",
+        "--batch-size",
+        "32",
+        "--total-timesteps",
+        "400",
+        "--measure-burnin",
+        "10",
+        "--log-interval",
+        "50",
+    ],
+    "ppo_atari_torchcompile": [
+        "--num-envs",
+        "4",
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--total-timesteps",
+        "448",
+        "--measure-burnin",
+        "4",
+    ],
 }
 
 
@@ -45,7 +101,9 @@ def test_the_loop_syncs_only_for_the_action(script, flags, tmp_path, monkeypatch
     assert run.state["device"].type == "cuda" and run.state["status"] == "finished"
     source = str(SCRIPTS / f"{script}.py")
     where = [(w.filename, w.lineno, linecache.getline(w.filename, w.lineno).strip()) for w in run.syncs]
-    assert not sync_problems(where, source, run.policy_calls, len(run.rss)), sync_problems(where, source, run.policy_calls, len(run.rss))
+    assert not sync_problems(where, source, run.policy_calls, len(run.rss)), sync_problems(
+        where, source, run.policy_calls, len(run.rss)
+    )
     assert run.policy_calls and any(".cpu()" in w[2] for w in where), "no policy call or no sync seen: the watch was not on"
 
 
@@ -115,7 +173,9 @@ def test_off_policy_graphs_draw_fresh_noise(algo, flags):
 
         def critic():
             restore()
-            return [v for k, v in agent.update_critic(batch).items() if k.endswith("loss")]  # the Q values of stored actions draw nothing
+            return [
+                v for k, v in agent.update_critic(batch).items() if k.endswith("loss")
+            ]  # the Q values of stored actions draw nothing
 
         def actor():
             restore()
@@ -204,8 +264,15 @@ def test_ppo_graphed_outputs_are_fresh_tensors(flags):
     agent = module.Agent(OBS_DIM, ACTION_DIM).to(cuda)
     update = module.make_ppo(module.Args(**flags), agent, cuda).update
     n = 64
-    batch = (torch.randn(n, OBS_DIM), torch.randn(n, ACTION_DIM), torch.randn(n) - 1.0, torch.randn(n), torch.randn(n),
-             torch.randn(n), torch.ones(n))
+    batch = (
+        torch.randn(n, OBS_DIM),
+        torch.randn(n, ACTION_DIM),
+        torch.randn(n) - 1.0,
+        torch.randn(n),
+        torch.randn(n),
+        torch.randn(n),
+        torch.ones(n),
+    )
     batch = [x.to(cuda) for x in batch]
     outs = [update(*batch, torch.randperm(n, device=cuda)[:16]) for _ in range(6)]  # warm-up, capture, replays
     kept = {k: v.clone() for k, v in outs[-2].items()}

@@ -1,26 +1,41 @@
 """The machinery of the GPU checks, tested where it can be: on a CPU (issue 19, part A). The gpu tests themselves
 only run where CUDA is present."""
+
 import subprocess
 import sys
 
 import pytest
 import torch
-
 from conftest import ROOT, selects_gpu, sync_problems
 
 SOURCE = "/x/scripts/sac_continuous_action_torchcompile.py"
 ACTION = (SOURCE, 350, "actions = sac.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()")
-LOGGED = (SOURCE, 440, "row = {**self.stats(global_step, time.time()), **metrics, **dict(zip(tensors, torch.stack(...).tolist()))}")
+LOGGED = (
+    SOURCE,
+    440,
+    "row = {**self.stats(global_step, time.time()), **metrics, **dict(zip(tensors, torch.stack(...).tolist()))}",
+)
 
 
 def test_selecting_the_gpu_tests_without_cuda_fails_loudly():
     if torch.cuda.is_available():
         pytest.skip("CUDA is here: the gpu tests run")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_files.py"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_files.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "CUDA is not available here" in proc.stdout + proc.stderr, proc.stdout[-1000:]
-    assert [selects_gpu(e) for e in ["", "gpu", "gpu and not compile", "not gpu", "compile", "not gpu and not compile"]] == \
-        [False, True, True, False, False, False]
+    assert [selects_gpu(e) for e in ["", "gpu", "gpu and not compile", "not gpu", "compile", "not gpu and not compile"]] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
 
 
 def test_sync_count_allows_one_sync_per_policy_call_and_per_row():
@@ -38,7 +53,12 @@ def test_sync_count_flags_syncs_elsewhere_and_extra_reads():
     other = (SOURCE, 377, "if out['approx_kl'] > args.target_kl:")
     library = ("/site-packages/torch/optim/adam.py", 12, "step = _get_value(step_t)")
     problems = sync_problems([ACTION, other, library, LOGGED, LOGGED, LOGGED], SOURCE, policy_calls=1, rows=2)
-    assert problems == [f"a sync at /site-packages/torch/optim/adam.py:12: {library[2]}", f"a sync at {SOURCE}:377: {other[2]}",
-                        "3 reads of the logged values for 2 metrics rows"]
+    assert problems == [
+        f"a sync at /site-packages/torch/optim/adam.py:12: {library[2]}",
+        f"a sync at {SOURCE}:377: {other[2]}",
+        "3 reads of the logged values for 2 metrics rows",
+    ]
     # a .cpu() line in another file is no action
-    assert sync_problems([("/elsewhere.py", 3, "x.cpu()")], SOURCE, policy_calls=5, rows=0) == ["a sync at /elsewhere.py:3: x.cpu()"]
+    assert sync_problems([("/elsewhere.py", 3, "x.cpu()")], SOURCE, policy_calls=5, rows=0) == [
+        "a sync at /elsewhere.py:3: x.cpu()"
+    ]

@@ -7,18 +7,54 @@ each flag combination a CPU runs (--cudagraphs falls back to these there): no st
 - The process's resident memory is flat over the second half of the run (after compiles and the buffers' first
   fill): a leak of a few KB per update shows as megabytes there.
 """
+
 import pytest
 import torch
-
 from conftest import reachable_tensors, run_in_process
 
-SAC = ["--env-id", "Pendulum-v1", "--learning-starts", "200", "--batch-size", "32", "--total-timesteps", "2400",
-       "--log-interval", "100"]
+SAC = [
+    "--env-id",
+    "Pendulum-v1",
+    "--learning-starts",
+    "200",
+    "--batch-size",
+    "32",
+    "--total-timesteps",
+    "2400",
+    "--log-interval",
+    "100",
+]
 TD3 = SAC
-PPO = ["--env-id", "Pendulum-v1", "--num-envs", "1", "--num-steps", "64", "--num-minibatches", "16", "--update-epochs", "4",
-       "--total-timesteps", "2560"]
-DQN = ["--learning-starts", "500", "--train-frequency", "2", "--target-network-frequency", "100", "--batch-size", "32",
-       "--buffer-size", "1000", "--total-timesteps", "4000", "--log-interval", "100"]
+PPO = [
+    "--env-id",
+    "Pendulum-v1",
+    "--num-envs",
+    "1",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "16",
+    "--update-epochs",
+    "4",
+    "--total-timesteps",
+    "2560",
+]
+DQN = [
+    "--learning-starts",
+    "500",
+    "--train-frequency",
+    "2",
+    "--target-network-frequency",
+    "100",
+    "--batch-size",
+    "32",
+    "--buffer-size",
+    "1000",
+    "--total-timesteps",
+    "4000",
+    "--log-interval",
+    "100",
+]
 ATARI = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "8", "--update-epochs", "4", "--total-timesteps", "2048"]
 # the bare tensors each main() keeps across iterations (its rollout storage, alpha); the rest is found by walking
 # modules, optimizers, replay buffers, namespaces and closures
@@ -37,8 +73,15 @@ CASES = []
 for name, script, flags, base_storage, fast_storage in ALGOS:
     CASES.append(pytest.param(script, flags, base_storage, id=name))
     for extra in FAST_FLAGS:
-        CASES.append(pytest.param(f"{script}_torchcompile", flags + extra, fast_storage, id="-".join([name, "fast", *(f[2:] for f in extra)]),
-                                  marks=[pytest.mark.compile] if "--compile" in extra else []))
+        CASES.append(
+            pytest.param(
+                f"{script}_torchcompile",
+                flags + extra,
+                fast_storage,
+                id="-".join([name, "fast", *(f[2:] for f in extra)]),
+                marks=[pytest.mark.compile] if "--compile" in extra else [],
+            )
+        )
 
 
 @pytest.mark.parametrize("script,flags,storage", CASES)
@@ -65,7 +108,9 @@ def test_no_state_grows_over_a_long_run(script, flags, storage, tmp_path, monkey
     # ~1.5 MB per quarter here; an allocator taking one more chunk once is a single step, flat before and after.
     assert len(rss) >= 16, rss
     quarter = len(rss) // 4
-    q2, q3, q4 = (sorted(r for _, r in part)[len(part) // 2] for part in
-                  (rss[quarter : 2 * quarter], rss[2 * quarter : 3 * quarter], rss[3 * quarter :]))
+    q2, q3, q4 = (
+        sorted(r for _, r in part)[len(part) // 2]
+        for part in (rss[quarter : 2 * quarter], rss[2 * quarter : 3 * quarter], rss[3 * quarter :])
+    )
     mb = [(step, round(r / 2**20, 1)) for step, r in rss]
     assert min(q3 - q2, q4 - q3) < 0.75 * 2**20 and q4 - q2 < 16 * 2**20, f"resident memory keeps growing: {mb}"

@@ -1,6 +1,7 @@
 """The plumbing every script shares (issue 20): every number in its range, an output folder that cannot be made, a
 run that diverges, progress off a terminal, wandb's keys, --exp-name. The texts are one (test_files.py), so most of
 these run on one or two scripts; the range checks run on all ten."""
+
 import dataclasses
 import json
 import math
@@ -10,13 +11,26 @@ import types
 import typing
 
 import pytest
-
 from conftest import SCRIPTS, load_script, read_metrics, run_in_process, run_script
 
 SCRIPT_NAMES = sorted(p.stem for p in SCRIPTS.glob("*.py"))
 ENV = {"ppo_atari": "Breakout-v5", "dqn": "CartPole-v1"}  # the others: a MuJoCo or classic-control Box task
-DQN_SHORT = ["--total-timesteps", 300, "--learning-starts", 100, "--train-frequency", 2, "--batch-size", 32, "--buffer-size", 200,
-             "--measure-burnin", 2, "--log-interval", 50]
+DQN_SHORT = [
+    "--total-timesteps",
+    300,
+    "--learning-starts",
+    100,
+    "--train-frequency",
+    2,
+    "--batch-size",
+    32,
+    "--buffer-size",
+    200,
+    "--measure-burnin",
+    2,
+    "--log-interval",
+    50,
+]
 
 
 def numeric_fields(module):
@@ -117,14 +131,33 @@ def test_track_logs_cleanrls_keys_to_wandb(tmp_path, monkeypatch):
     run = types.SimpleNamespace(log=lambda values, step: calls.append((step, values)))
     fake = types.SimpleNamespace(init=lambda **kw: calls.append(kw) or run)
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    state = run_in_process("dqn", *DQN_SHORT, "--track", "--wandb-project-name", "p", "--exp-name", "e",
-                           tmp_path=tmp_path, monkeypatch=monkeypatch).state
+    state = run_in_process(
+        "dqn",
+        *DQN_SHORT,
+        "--track",
+        "--wandb-project-name",
+        "p",
+        "--exp-name",
+        "e",
+        tmp_path=tmp_path,
+        monkeypatch=monkeypatch,
+    ).state
     init, rows = calls[0], calls[1:]
-    assert init["project"] == "p" and init["name"] == pathlib.Path(state["log"].run_dir).name and init["config"]["exp_name"] == "e"
+    assert (
+        init["project"] == "p"
+        and init["name"] == pathlib.Path(state["log"].run_dir).name
+        and init["config"]["exp_name"] == "e"
+    )
     assert [step for step, _ in rows] == list(range(50, 301, 50))
     last = rows[-1][1]
-    assert {"charts/SPS", "charts/episodic_return", "charts/episodic_length", "charts/epsilon", "losses/td_loss",
-            "losses/q_values"} <= set(last), sorted(last)
+    assert {
+        "charts/SPS",
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/epsilon",
+        "losses/td_loss",
+        "losses/q_values",
+    } <= set(last), sorted(last)
     assert all(isinstance(v, (int, float)) for v in last.values())
     assert "losses/td_loss" not in rows[0][1]  # before learning starts: no losses, no None values
 
@@ -132,6 +165,7 @@ def test_track_logs_cleanrls_keys_to_wandb(tmp_path, monkeypatch):
 def test_track_without_wandb_is_one_line(tmp_path):
     try:  # wandb is not a requirement; where it is installed this test has nothing to check
         import wandb  # noqa: F401
+
         pytest.skip("wandb is installed here")
     except ImportError:
         pass
@@ -143,4 +177,6 @@ def test_track_without_wandb_is_one_line(tmp_path):
 def test_exp_name_names_the_run_folder(tmp_path):
     proc, summary = run_script("dqn", *DQN_SHORT, "--exp-name", "my_try", "--seed", 7, tmp_path=tmp_path)
     name = pathlib.Path(summary["_run_dir"]).name
-    assert name.startswith("CartPole-v1__my_try__7__") and summary["script"] == "dqn" and summary["args"]["exp_name"] == "my_try"
+    assert (
+        name.startswith("CartPole-v1__my_try__7__") and summary["script"] == "dqn" and summary["args"]["exp_name"] == "my_try"
+    )

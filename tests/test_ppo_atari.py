@@ -1,18 +1,37 @@
 """PPO on Atari (envpool): scripts/ppo_atari.py (baseline) and scripts/ppo_atari_torchcompile.py (fast)."""
+
 import copy
 import dataclasses
 
 import numpy as np
 import pytest
 import torch
-
 from conftest import check_summary, load_script, read_metrics, run_script
 
 ENV_ID = "Breakout-v5"
-TINY = ["--num-envs", 2, "--num-steps", 16, "--num-minibatches", 2, "--update-epochs", 1, "--total-timesteps", 64,
-        "--measure-burnin", 1, "--seed", 3]
+TINY = [
+    "--num-envs",
+    2,
+    "--num-steps",
+    16,
+    "--num-minibatches",
+    2,
+    "--update-epochs",
+    1,
+    "--total-timesteps",
+    64,
+    "--measure-burnin",
+    1,
+    "--seed",
+    3,
+]
 FAST = "ppo_atari_torchcompile"
-FLAGS = {"none": [], "compile": ["--compile"], "cudagraphs": ["--cudagraphs"], "compile_cudagraphs": ["--compile", "--cudagraphs"]}
+FLAGS = {
+    "none": [],
+    "compile": ["--compile"],
+    "cudagraphs": ["--cudagraphs"],
+    "compile_cudagraphs": ["--compile", "--cudagraphs"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +71,9 @@ def check_run(proc, summary, metrics, script, compile=False):
         for col in ["value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac", "explained_variance"]:
             assert np.isfinite(float(row[col])), (col, row)
         assert 1.0 < float(row["entropy"]) <= np.log(4) + 1e-5  # Breakout's 4 actions, a near-uniform start
-    assert float(metrics[0]["learning_rate"]) == pytest.approx(2.5e-4) and float(metrics[1]["learning_rate"]) == pytest.approx(1.25e-4)
+    assert float(metrics[0]["learning_rate"]) == pytest.approx(2.5e-4) and float(metrics[1]["learning_rate"]) == pytest.approx(
+        1.25e-4
+    )
     assert metrics[0]["sps"] == "" and float(metrics[1]["sps"]) > 0  # the burn-in iteration is not measured
 
 
@@ -61,9 +82,15 @@ def test_baseline_run(runs):
     check_run(proc, summary, metrics, "ppo_atari")
 
 
-@pytest.mark.parametrize("name", [
-    "none", pytest.param("compile", marks=pytest.mark.compile), "cudagraphs",
-    pytest.param("compile_cudagraphs", marks=pytest.mark.compile)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "none",
+        pytest.param("compile", marks=pytest.mark.compile),
+        "cudagraphs",
+        pytest.param("compile_cudagraphs", marks=pytest.mark.compile),
+    ],
+)
 def test_fast_run(runs, name):
     proc, summary, metrics = runs(FAST, FLAGS[name])
     check_run(proc, summary, metrics, FAST, compile="--compile" in FLAGS[name])
@@ -118,7 +145,8 @@ def test_bad_input_cli(tmp_path, script):
     assert not (tmp_path / "runs").exists()
     proc, _ = run_script(script, "--num-envs", 3, "--num-steps", 5, "--num-minibatches", 2, tmp_path=tmp_path, expect_ok=False)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [
-        "error: --num-minibatches: must divide the batch --num-envs x --num-steps = 15, got 2"]
+        "error: --num-minibatches: must divide the batch --num-envs x --num-steps = 15, got 2"
+    ]
 
 
 # ---------------------------------------------------------------- full-game scores
@@ -204,8 +232,10 @@ def make_rollout(T=24, N=3, seed=0, p_life=0.12, p_over=0.06, p_trunc=0.06):
         prev_done = dones[t] > 0
     values = rng.normal(size=(T, N)).astype(np.float32)
     next_value = rng.normal(size=(N,)).astype(np.float32)
-    return {k: torch.tensor(v) for k, v in dict(rewards=rewards, values=values, next_value=next_value, terms=terms,
-                                                   dones=dones, valid=valid).items()}
+    return {
+        k: torch.tensor(v)
+        for k, v in dict(rewards=rewards, values=values, next_value=next_value, terms=terms, dones=dones, valid=valid).items()
+    }
 
 
 def reference_gae(r, gamma=0.99, lam=0.95):
@@ -261,8 +291,11 @@ def test_gae_ignores_reset_rows(script):
     after_trunc[1:] = reset[1:] & (r["terms"][:-1] == 0)
     assert after_term.any() and after_trunc.any()
 
-    r2 = dict(r, rewards=torch.where(reset, torch.full_like(r["rewards"], 5.0), r["rewards"]),
-              values=torch.where(after_term, r["values"] + 3.0, r["values"]))
+    r2 = dict(
+        r,
+        rewards=torch.where(reset, torch.full_like(r["rewards"], 5.0), r["rewards"]),
+        values=torch.where(after_term, r["values"] + 3.0, r["values"]),
+    )
     adv2, _ = gae_of(mod, r2)
     torch.testing.assert_close(adv2, adv)
 
@@ -283,9 +316,15 @@ def minibatch(n=16, seed=0):
     g = torch.Generator().manual_seed(seed)
     w = torch.ones(n)
     w[[3, 9]] = 0.0  # two reset rows
-    return (torch.randint(0, 256, (n, 4, 84, 84), generator=g, dtype=torch.uint8), torch.randint(0, 4, (n,), generator=g),
-            -1.386 + 0.05 * torch.randn(n, generator=g), torch.randn(n, generator=g), torch.randn(n, generator=g),
-            torch.randn(n, generator=g), w)
+    return (
+        torch.randint(0, 256, (n, 4, 84, 84), generator=g, dtype=torch.uint8),
+        torch.randint(0, 4, (n,), generator=g),
+        -1.386 + 0.05 * torch.randn(n, generator=g),
+        torch.randn(n, generator=g),
+        torch.randn(n, generator=g),
+        torch.randn(n, generator=g),
+        w,
+    )
 
 
 def build(mod, agent, device, compile, cudagraphs):

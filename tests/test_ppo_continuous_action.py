@@ -1,4 +1,5 @@
 """PPO with continuous actions: the baseline and the fast variant (all on the CPU but the `gpu` test)."""
+
 import copy
 import math
 
@@ -6,7 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from conftest import check_summary, load_script, read_metrics, run_script
 
 BASE = "ppo_continuous_action"
@@ -14,8 +14,22 @@ FAST = "ppo_continuous_action_torchcompile"
 # Two iterations of 2 envs x 128 steps on Pendulum (200-step episodes): both envs truncate in the second rollout,
 # so a done row, a NEXT_STEP reset row and a bootstrap from the true final observation all happen in a real run.
 # The shapes (obs 3, action 1, batch 256, minibatch 64) are those of the parity tests, so compiles can share the cache.
-SHORT = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "4",
-         "--update-epochs", "2", "--total-timesteps", "512", "--measure-burnin", "1"]
+SHORT = [
+    "--env-id",
+    "Pendulum-v1",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "128",
+    "--num-minibatches",
+    "4",
+    "--update-epochs",
+    "2",
+    "--total-timesteps",
+    "512",
+    "--measure-burnin",
+    "1",
+]
 OBS_DIM, ACT_DIM, BATCH, MINIBATCH = 3, 1, 256, 64
 
 
@@ -68,7 +82,11 @@ def test_short_run(script, flags, tmp_path):
 
 BAD = [
     pytest.param(["--num-steps", "100", "--num-minibatches", "3"], "--num-minibatches", id="minibatches-do-not-divide"),
-    pytest.param(["--num-steps", "128", "--num-envs", "2", "--total-timesteps", "200"], "--total-timesteps", id="budget-below-one-rollout"),
+    pytest.param(
+        ["--num-steps", "128", "--num-envs", "2", "--total-timesteps", "200"],
+        "--total-timesteps",
+        id="budget-below-one-rollout",
+    ),
     pytest.param(["--env-id", "CartPole-v1"], "--env-id", id="discrete-env"),
 ]
 
@@ -181,8 +199,9 @@ def test_gae_reset_rows_and_bootstrap(script, base, fast):
 def test_episode_return_is_raw_and_next_step_reset_row(script, base, fast):
     """RecordEpisodeStatistics sits before the normalising wrappers: it reports the true return of the episode."""
     module = {BASE: base, FAST: fast}[script]
-    envs = gym.vector.SyncVectorEnv([module.make_env("Pendulum-v1", 0, False, None, 0.99)],
-                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    envs = gym.vector.SyncVectorEnv(
+        [module.make_env("Pendulum-v1", 0, False, None, 0.99)], autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+    )
     raw = gym.make("Pendulum-v1")
     envs.reset(seed=3)
     raw.reset(seed=3)
@@ -205,13 +224,20 @@ def test_episode_return_is_raw_and_next_step_reset_row(script, base, fast):
 
 # --- the fast variant's compiled update and policy against the eager ones -----------------------------------------
 
+
 def make_batch(seed=0):
     g = torch.Generator().manual_seed(seed)
     valids = torch.ones(BATCH)
     valids[torch.randperm(BATCH, generator=g)[:10]] = 0.0  # a few reset rows
-    return (torch.randn(BATCH, OBS_DIM, generator=g), torch.randn(BATCH, ACT_DIM, generator=g),
-            torch.randn(BATCH, generator=g) - 1.0, torch.randn(BATCH, generator=g), torch.randn(BATCH, generator=g),
-            torch.randn(BATCH, generator=g), valids)
+    return (
+        torch.randn(BATCH, OBS_DIM, generator=g),
+        torch.randn(BATCH, ACT_DIM, generator=g),
+        torch.randn(BATCH, generator=g) - 1.0,
+        torch.randn(BATCH, generator=g),
+        torch.randn(BATCH, generator=g),
+        torch.randn(BATCH, generator=g),
+        valids,
+    )
 
 
 def build_pair(fast, compile_, cudagraphs=False, device="cpu"):
@@ -286,8 +312,15 @@ def rollout_for_gae(seed=0):
     terminations, dones, valids), with the reset rows that NEXT_STEP autoreset leaves."""
     rewards, _, _, terms, dones, valids = make_rollout(2, seed)
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(2, OBS_DIM, generator=g), torch.randn(T, 2, OBS_DIM, generator=g),
-            torch.randn(T, 2, ACT_DIM, generator=g), rewards, terms, dones, valids)
+    return (
+        torch.randn(2, OBS_DIM, generator=g),
+        torch.randn(T, 2, OBS_DIM, generator=g),
+        torch.randn(T, 2, ACT_DIM, generator=g),
+        rewards,
+        terms,
+        dones,
+        valids,
+    )
 
 
 def check_gae_parity(gae_e, gae_a, agent):
@@ -313,8 +346,11 @@ def test_gae_scan_equals_the_baselines_loop_on_long_rollouts(base, fast, num_ste
     """The scan's log2(num_steps) levels against CleanRL's backward loop (the baseline's compute_gae), on rollouts
     as long as the defaults' (2048 steps) and of a length that is no power of two, with episodes ending inside."""
     g = torch.Generator().manual_seed(num_steps)
-    rewards, values, next_value = (torch.randn(num_steps, num_envs, generator=g), torch.randn(num_steps, num_envs, generator=g),
-                                   torch.randn(1, num_envs, generator=g))
+    rewards, values, next_value = (
+        torch.randn(num_steps, num_envs, generator=g),
+        torch.randn(num_steps, num_envs, generator=g),
+        torch.randn(1, num_envs, generator=g),
+    )
     dones = (torch.rand(num_steps, num_envs, generator=g) < 0.01).float()
     terms = dones * (torch.rand(num_steps, num_envs, generator=g) < 0.5).float()
     valids = torch.cat([torch.ones(1, num_envs), 1.0 - dones[:-1]])  # the row after a done is a reset row
@@ -341,6 +377,7 @@ def test_fast_agent_matches_baseline_distribution(base, fast):
 
 
 # --- CUDA graphs (runs only where CUDA is present) ----------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("compile_", [False, pytest.param(True, marks=pytest.mark.compile)])

@@ -1,5 +1,6 @@
 """run.sh, the benchmark driver: its aggregation on synthetic runs, the driver on stand-in scripts (failures, a
 missing script, pass-through flags, Ctrl-C), and `--quick` on the real SAC pair end to end."""
+
 import csv
 import json
 import os
@@ -9,8 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-
-import pytest
 
 from conftest import ROOT, SUMMARY_KEYS
 
@@ -22,7 +21,9 @@ def run_sh(*args, env=None, check=None):
     env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", **(env or {}))
     proc = subprocess.run(["bash", str(RUN_SH), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True)
     if check is not None:
-        assert proc.returncode == check, f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        assert proc.returncode == check, (
+            f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -37,7 +38,7 @@ def md_rows(out):
     start = next(i for i, l in enumerate(lines) if l.startswith("| algorithm | variant |"))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -66,9 +67,21 @@ def write_run(parent, algorithm, variant, seed, sps, ret, status="finished", ret
     if fast:  # a baseline has no --compile, --cudagraphs
         args.update(compile=variant.startswith("compile"), cudagraphs=variant.endswith("cudagraphs"))
     summary = {
-        "script": script, "algo": algorithm.split("_")[0], "device": "cpu", "gpu_name": None, "cpu_count": 2,
-        "torch_version": "2.13.0", "world_size": 1, "global_step": 3000, "sps": sps, "wall_time_s": 30.0, "warmup_s": 1.0,
-        "episodic_return": ret, "episodes": 0 if ret is None else 2, "status": status, "args": args,
+        "script": script,
+        "algo": algorithm.split("_")[0],
+        "device": "cpu",
+        "gpu_name": None,
+        "cpu_count": 2,
+        "torch_version": "2.13.0",
+        "world_size": 1,
+        "global_step": 3000,
+        "sps": sps,
+        "wall_time_s": 30.0,
+        "warmup_s": 1.0,
+        "episodic_return": ret,
+        "episodes": 0 if ret is None else 2,
+        "status": status,
+        "args": args,
     }
     assert SUMMARY_KEYS <= set(summary)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -94,10 +107,12 @@ def test_aggregate_synthetic(tmp_path):
     # compile seed 1 failed: only the driver's manifest and its log know about it
     (out / "logs").mkdir()
     (out / "logs/sac_continuous_action__compile__seed1.log").write_text(
-        "starting\nTraceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: inductor exploded\n")
+        'starting\nTraceback (most recent call last):\n  File "x.py", line 1\nRuntimeError: inductor exploded\n'
+    )
     (out / "runs.tsv").write_text(
         "algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n"
-        "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/sac_continuous_action__compile__seed1.log\tpython x.py --compile\n")
+        "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/sac_continuous_action__compile__seed1.log\tpython x.py --compile\n"
+    )
 
     run_sh("--aggregate", out, check=0)
 
@@ -113,11 +128,15 @@ def test_aggregate_synthetic(tmp_path):
     assert float(key[("sac_continuous_action", "baseline", "2")]["sps"]) == 120.0
     # the flags come from the summaries' args
     assert [key[("sac_continuous_action", v, "2")]["env_id"] for v in ["baseline", "compile"]] == ["HalfCheetah-v4"] * 2
-    assert [(key[("sac_continuous_action", v, "2")]["compile"], key[("sac_continuous_action", v, "2")]["cudagraphs"])
-            for v in ["baseline", "fast", "compile"]] == [("False", "False"), ("False", "False"), ("True", "False")]
+    assert [
+        (key[("sac_continuous_action", v, "2")]["compile"], key[("sac_continuous_action", v, "2")]["cudagraphs"])
+        for v in ["baseline", "fast", "compile"]
+    ] == [("False", "False"), ("False", "False"), ("True", "False")]
     assert sum(r["status"] == "finished" for r in rows) == 9
     # rows come in algorithm, variant, seed order
-    assert [(r["algorithm"], r["variant"]) for r in rows][:4] == [("sac_continuous_action", "baseline")] * 3 + [("sac_continuous_action", "fast")]
+    assert [(r["algorithm"], r["variant"]) for r in rows][:4] == [("sac_continuous_action", "baseline")] * 3 + [
+        ("sac_continuous_action", "fast")
+    ]
 
     table = md_rows(out)
     base = table[("sac_continuous_action", "baseline")]
@@ -135,21 +154,30 @@ def test_aggregate_synthetic(tmp_path):
     md = (out / "results.md").read_text()
     assert "inductor exploded" in md and "sac_continuous_action compile seed 1: failed (exit 1)" in md
 
-    for name in ["sps_sac_continuous_action.png", "curves_sac_continuous_action.png", "sps_td3_continuous_action.png",
-                 "curves_td3_continuous_action.png"]:
+    for name in [
+        "sps_sac_continuous_action.png",
+        "curves_sac_continuous_action.png",
+        "sps_td3_continuous_action.png",
+        "curves_td3_continuous_action.png",
+    ]:
         check_png(out / name)
         assert f"]({name})" in md
 
     # publishing copies the small files only
     pub = tmp_path / "doc/results/test-machine"
     run_sh("--aggregate", out, "--publish", pub, check=0)
-    assert {p.name for p in pub.iterdir()} == {"results.csv", "results.md", "sps_sac_continuous_action.png",
-                                               "curves_sac_continuous_action.png", "sps_td3_continuous_action.png",
-                                               "curves_td3_continuous_action.png"}
+    assert {p.name for p in pub.iterdir()} == {
+        "results.csv",
+        "results.md",
+        "sps_sac_continuous_action.png",
+        "curves_sac_continuous_action.png",
+        "sps_td3_continuous_action.png",
+        "curves_td3_continuous_action.png",
+    }
 
 
 # A stand-in for a training script: parses the common flags, writes what a run leaves behind, no torch.
-FAKE_SCRIPT = textwrap.dedent('''
+FAKE_SCRIPT = textwrap.dedent("""
     import json, os, pathlib, sys, time
     argv = sys.argv[1:]
     def flag(name, default=None):
@@ -194,7 +222,7 @@ FAKE_SCRIPT = textwrap.dedent('''
     path.write_text(json.dumps(summary))
     print(path)
     sys.exit(code)
-''')
+""")
 
 
 def fake_scripts(tmp_path, *names):
@@ -208,9 +236,24 @@ def fake_scripts(tmp_path, *names):
 def test_driver_failures_missing_scripts_and_flags(tmp_path):
     scripts = fake_scripts(tmp_path, "sac_continuous_action", "sac_continuous_action_torchcompile")  # no td3 at all
     out = tmp_path / "bench"
-    proc = run_sh("--quick", "--scripts", "sac_continuous_action,td3_continuous_action", "--variants", "baseline,fast,compile",
-                  "--seeds", "1,2", "--total-timesteps", "1500", "--out", out, "--", "--env-id", "Fake-v0",
-                  env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_FAIL_COMPILE": "1"}, check=1)
+    proc = run_sh(
+        "--quick",
+        "--scripts",
+        "sac_continuous_action,td3_continuous_action",
+        "--variants",
+        "baseline,fast,compile",
+        "--seeds",
+        "1,2",
+        "--total-timesteps",
+        "1500",
+        "--out",
+        out,
+        "--",
+        "--env-id",
+        "Fake-v0",
+        env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_FAIL_COMPILE": "1"},
+        check=1,
+    )
     assert "MISSING" in proc.stderr and "td3_continuous_action.py does not exist" in proc.stderr
 
     rows = read_results(out)
@@ -249,8 +292,19 @@ def test_driver_failures_missing_scripts_and_flags(tmp_path):
     # the same folder is not run into twice by mistake, but can be added to
     again = run_sh("--out", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=2)
     assert "already holds a benchmark" in again.stderr
-    run_sh("--append", "--scripts", "sac_continuous_action", "--variants", "fast", "--seeds", "1,3", "--out", out,
-           env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    run_sh(
+        "--append",
+        "--scripts",
+        "sac_continuous_action",
+        "--variants",
+        "fast",
+        "--seeds",
+        "1,3",
+        "--out",
+        out,
+        env={"RUN_SH_SCRIPTS_DIR": str(scripts)},
+        check=0,
+    )
     rows = read_results(out)
     assert len(rows) == 14 and sum(r["status"] == "finished" for r in rows) == 6
     fast = [r for r in rows if r["variant"] == "fast" and r["algorithm"] == "sac_continuous_action"]
@@ -262,11 +316,34 @@ def test_driver_failures_missing_scripts_and_flags(tmp_path):
 def test_driver_interrupt_keeps_what_finished(tmp_path):
     scripts = fake_scripts(tmp_path, "sac_continuous_action")
     out, marker = tmp_path / "bench", tmp_path / "marker"
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts), FAKE_HANG_SEED="2",
-               FAKE_MARKER=str(marker))
-    proc = subprocess.Popen(["bash", str(RUN_SH), "--scripts", "sac_continuous_action", "--variants", "baseline",
-                             "--seeds", "1,2,3", "--out", str(out)], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        MPLBACKEND="Agg",
+        RUN_SH_SCRIPTS_DIR=str(scripts),
+        FAKE_HANG_SEED="2",
+        FAKE_MARKER=str(marker),
+    )
+    proc = subprocess.Popen(
+        [
+            "bash",
+            str(RUN_SH),
+            "--scripts",
+            "sac_continuous_action",
+            "--variants",
+            "baseline",
+            "--seeds",
+            "1,2,3",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not marker.exists() and proc.poll() is None:  # seed 2 is running (and waits for us)
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()
@@ -285,15 +362,30 @@ def test_jobs_run_at_once_each_on_its_own_cores(tmp_path):
     scripts = fake_scripts(tmp_path, "dqn", "dqn_torchcompile")
     out, meeting = tmp_path / "bench", tmp_path / "meeting"
     meeting.mkdir()
-    proc = run_sh("--scripts", "dqn", "--variants", "baseline,fast", "--seeds", "1", "--jobs", "2", "--out", out,
-                  env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_RENDEZVOUS": str(meeting), "FAKE_RENDEZVOUS_N": "2"}, check=0)
+    proc = run_sh(
+        "--scripts",
+        "dqn",
+        "--variants",
+        "baseline,fast",
+        "--seeds",
+        "1",
+        "--jobs",
+        "2",
+        "--out",
+        out,
+        env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_RENDEZVOUS": str(meeting), "FAKE_RENDEZVOUS_N": "2"},
+        check=0,
+    )
     assert "(2 at once)" in proc.stdout
     rows = read_results(out)
     assert [(r["variant"], r["status"]) for r in rows] == [("baseline", "finished"), ("fast", "finished")]
     cores = sorted(os.sched_getaffinity(0))
     half = max(1, len(cores) // 2)
     machine = json.loads((out / "machine.json").read_text())
-    assert machine["jobs"] == 2 and machine["cpu_sets"] == [",".join(map(str, cores[:half])), ",".join(map(str, cores[half:2 * half] or cores[:1]))]
+    assert machine["jobs"] == 2 and machine["cpu_sets"] == [
+        ",".join(map(str, cores[:half])),
+        ",".join(map(str, cores[half : 2 * half] or cores[:1])),
+    ]
     seen = [json.loads((out / r["run_dir"] / "summary.json").read_text())["args"] for r in rows]
     assert sorted(tuple(a["cores"]) for a in seen) == sorted(tuple(map(int, c.split(","))) for c in machine["cpu_sets"])
     assert all(a["omp"] == str(half) for a in seen)
@@ -305,11 +397,36 @@ def test_jobs_pass_ctrl_c_on_to_every_running_run(tmp_path):
     on, the hanging run writes its summary as interrupted, and what finished is kept."""
     scripts = fake_scripts(tmp_path, "dqn")
     out, marker = tmp_path / "bench", tmp_path / "marker"
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts), FAKE_HANG_SEED="1",
-               FAKE_MARKER=str(marker))
-    proc = subprocess.Popen(["bash", str(RUN_SH), "--scripts", "dqn", "--variants", "baseline", "--seeds", "1,2", "--jobs", "2",
-                             "--out", str(out)], cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        MPLBACKEND="Agg",
+        RUN_SH_SCRIPTS_DIR=str(scripts),
+        FAKE_HANG_SEED="1",
+        FAKE_MARKER=str(marker),
+    )
+    proc = subprocess.Popen(
+        [
+            "bash",
+            str(RUN_SH),
+            "--scripts",
+            "dqn",
+            "--variants",
+            "baseline",
+            "--seeds",
+            "1,2",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not (marker.exists() and len(list(out.glob("runs/dqn/baseline/seed2/*/summary.json")))) and proc.poll() is None:
         time.sleep(0.05)  # seed 1 hangs, seed 2 has finished
     assert proc.poll() is None, proc.communicate()
@@ -324,15 +441,20 @@ def test_slurm_without_sbatch_and_other_bad_scale_options(tmp_path):
     bin_dir = tmp_path / "bin"  # every command this machine has, but sbatch
     bin_dir.mkdir()
     for d in os.environ["PATH"].split(os.pathsep):
-        for f in (pathlib.Path(d).iterdir() if pathlib.Path(d).is_dir() else []):
+        for f in pathlib.Path(d).iterdir() if pathlib.Path(d).is_dir() else []:
             if f.name != "sbatch" and not (bin_dir / f.name).exists():
                 (bin_dir / f.name).symlink_to(f)
     out = tmp_path / "bench"
-    for args, env, message in [(["--jobs", "0"], {}, "--jobs: '0' is not a positive integer"),
-                               (["--gpus", "7"], {}, "--gpus: GPU 7 does not exist here"),
-                               (["--slurm"], {"PATH": str(bin_dir)}, "--slurm: sbatch is not on PATH")]:
+    for args, env, message in [
+        (["--jobs", "0"], {}, "--jobs: '0' is not a positive integer"),
+        (["--gpus", "7"], {}, "--gpus: GPU 7 does not exist here"),
+        (["--slurm"], {"PATH": str(bin_dir)}, "--slurm: sbatch is not on PATH"),
+    ]:
         proc = run_sh(*args, "--out", out, env=env, check=2)
-        assert proc.stderr.strip().splitlines() == [f"run.sh: error: {proc.stderr.split('error: ', 1)[1].strip()}"] and message in proc.stderr
+        assert (
+            proc.stderr.strip().splitlines() == [f"run.sh: error: {proc.stderr.split('error: ', 1)[1].strip()}"]
+            and message in proc.stderr
+        )
         assert not out.exists()
 
 
@@ -353,9 +475,14 @@ def test_a_slurm_task_killed_midway_is_recorded_as_failed(tmp_path):
     env = {"RUN_SH_SCRIPTS_DIR": str(scripts), **fake_sbatch(tmp_path)}
     run_sh("--scripts", "dqn", "--variants", "baseline", "--seeds", "1", "--slurm", "--out", out, env=env, check=0)
     assert (out / "slurm" / "plan.1.tsv").is_file()
-    task = subprocess.Popen(["bash", str(RUN_SH), "--out", str(out), "--run-task", "1:0"], cwd=ROOT, start_new_session=True,
-                            env=dict(os.environ, PYTHON=sys.executable, **env, FAKE_HANG_SEED="1", FAKE_MARKER=str(marker)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    task = subprocess.Popen(
+        ["bash", str(RUN_SH), "--out", str(out), "--run-task", "1:0"],
+        cwd=ROOT,
+        start_new_session=True,
+        env=dict(os.environ, PYTHON=sys.executable, **env, FAKE_HANG_SEED="1", FAKE_MARKER=str(marker)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     while not marker.exists() and task.poll() is None:
         time.sleep(0.05)
     os.killpg(task.pid, signal.SIGKILL)  # what a node lost does (Slurm's SIGTERM then SIGKILL ends the same way)
@@ -368,16 +495,30 @@ def test_a_slurm_task_killed_midway_is_recorded_as_failed(tmp_path):
 
 
 def test_bad_options():
-    for args, message in [(["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
-                          (["--scripts", "a2c"], "--scripts: unknown algorithm 'a2c'"),
-                          (["--seeds", "1,x"], "--seeds: 'x'"),
-                          (["--total-timesteps", "-5"], "--total-timesteps"),
-                          (["--frobnicate"], "unknown option '--frobnicate'")]:
+    for args, message in [
+        (["--variants", "baseline,turbo"], "--variants: unknown variant 'turbo'"),
+        (["--scripts", "a2c"], "--scripts: unknown algorithm 'a2c'"),
+        (["--seeds", "1,x"], "--seeds: 'x'"),
+        (["--total-timesteps", "-5"], "--total-timesteps"),
+        (["--frobnicate"], "unknown option '--frobnicate'"),
+    ]:
         proc = run_sh(*args, check=2)
         assert message in proc.stderr, proc.stderr
     help_text = run_sh("--help", check=0).stdout
-    for option in ["--quick", "--scripts", "--variants", "--seeds", "--total-timesteps", "--out", "--aggregate", "--publish", "--jobs",
-                   "--gpus", "--slurm", "--slurm-args"]:
+    for option in [
+        "--quick",
+        "--scripts",
+        "--variants",
+        "--seeds",
+        "--total-timesteps",
+        "--out",
+        "--aggregate",
+        "--publish",
+        "--jobs",
+        "--gpus",
+        "--slurm",
+        "--slurm-args",
+    ]:
         assert option in help_text
 
 
@@ -387,7 +528,9 @@ def test_quick_sac_end_to_end(tmp_path):
     run_sh("--quick", "--scripts", "sac_continuous_action", "--variants", "baseline,fast", "--out", out, check=0)
     rows = read_results(out)
     assert [(r["algorithm"], r["variant"], r["seed"], r["status"]) for r in rows] == [
-        ("sac_continuous_action", "baseline", "1", "finished"), ("sac_continuous_action", "fast", "1", "finished")]
+        ("sac_continuous_action", "baseline", "1", "finished"),
+        ("sac_continuous_action", "fast", "1", "finished"),
+    ]
     for r in rows:
         assert r["env_id"] == "HalfCheetah-v4" and r["total_timesteps"] == "1200"
         assert int(r["global_step"]) >= 1200 and float(r["sps"]) > 0
@@ -413,9 +556,24 @@ def test_compile_modes_are_variants(tmp_path):
     without runs.tsv is named from its args the same way; results.md gives each variant's warm-up."""
     scripts = fake_scripts(tmp_path, "dqn_torchcompile")
     out = tmp_path / "bench"
-    modes = {"compile": None, "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
-             "compile_reduce_overhead": "reduce-overhead", "compile_max_autotune": "max-autotune"}
-    run_sh("--quick", "--scripts", "dqn", "--variants", ",".join(modes), "--seeds", "1", "--out", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)})
+    modes = {
+        "compile": None,
+        "compile_max_autotune_no_cudagraphs": "max-autotune-no-cudagraphs",
+        "compile_reduce_overhead": "reduce-overhead",
+        "compile_max_autotune": "max-autotune",
+    }
+    run_sh(
+        "--quick",
+        "--scripts",
+        "dqn",
+        "--variants",
+        ",".join(modes),
+        "--seeds",
+        "1",
+        "--out",
+        out,
+        env={"RUN_SH_SCRIPTS_DIR": str(scripts)},
+    )
     rows = read_results(out)
     assert [r["variant"] for r in rows] == list(modes) and {r["status"] for r in rows} == {"finished"}
     for r in rows:

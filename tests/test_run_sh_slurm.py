@@ -1,5 +1,6 @@
 """run.sh --slurm against a real Slurm: a single-node cluster on this machine (tests/slurm/start-cluster.sh, which
 .ci/run starts). Skipped where no cluster answers; run by hand: `tests/slurm/start-cluster.sh && python -m pytest -m slurm`."""
+
 import json
 import re
 import shutil
@@ -7,14 +8,17 @@ import subprocess
 import time
 
 import pytest
-
 from test_run_sh import md_rows, read_results, run_sh
 
 pytestmark = pytest.mark.slurm
 
 
 def cluster_answers():
-    states = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True).stdout.split() if shutil.which("sinfo") else []
+    states = (
+        subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True).stdout.split()
+        if shutil.which("sinfo")
+        else []
+    )
     return bool({"idle", "mix", "alloc"} & set(states))
 
 
@@ -27,7 +31,9 @@ def a_cluster():
 def wait_for(job_ids):
     """Until squeue no longer lists the jobs (the array's tasks and the aggregation)."""
     while True:
-        listed = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i"], capture_output=True, text=True).stdout.split()
+        listed = subprocess.run(
+            ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i"], capture_output=True, text=True
+        ).stdout.split()
         if not listed:
             return
         time.sleep(2)
@@ -36,18 +42,39 @@ def wait_for(job_ids):
 def test_a_job_array_then_its_aggregation(tmp_path):
     out = tmp_path / "bench"
     # --jobs 1: the array's tasks one at a time (two torch processes on this 2-core machine would slow each other 10-70x)
-    proc = run_sh("--quick", "--scripts", "dqn,sac_continuous_action", "--variants", "baseline,fast", "--slurm", "--jobs", "1",
-                  "--out", out, check=0)
-    array, aggregation = re.search(r"job array (\d+) \(at most 1 at once\) and the aggregation job (\d+)", proc.stdout).groups()
+    proc = run_sh(
+        "--quick",
+        "--scripts",
+        "dqn,sac_continuous_action",
+        "--variants",
+        "baseline,fast",
+        "--slurm",
+        "--jobs",
+        "1",
+        "--out",
+        out,
+        check=0,
+    )
+    array, aggregation = re.search(
+        r"job array (\d+) \(at most 1 at once\) and the aggregation job (\d+)", proc.stdout
+    ).groups()
     assert f"squeue -j {array},{aggregation}" in proc.stdout
     wait_for([array, aggregation])
     assert "run.sh:" in (out / "slurm" / "aggregate.out").read_text()
     # one record file per task (no two tasks write one file), gathered into runs.tsv by the aggregation
-    assert sorted(p.name for p in (out / "tasks").iterdir()) == ["1.0.tsv", "1.1.tsv", "1.2.tsv", "1.3.tsv"]  # plan 1, tasks 0-3
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == [
+        "1.0.tsv",
+        "1.1.tsv",
+        "1.2.tsv",
+        "1.3.tsv",
+    ]  # plan 1, tasks 0-3
     rows = read_results(out)
     assert sorted((r["algorithm"], r["variant"], r["status"]) for r in rows) == [
-        ("dqn", "baseline", "finished"), ("dqn", "fast", "finished"),
-        ("sac_continuous_action", "baseline", "finished"), ("sac_continuous_action", "fast", "finished")]
+        ("dqn", "baseline", "finished"),
+        ("dqn", "fast", "finished"),
+        ("sac_continuous_action", "baseline", "finished"),
+        ("sac_continuous_action", "fast", "finished"),
+    ]
     table = md_rows(out)
     assert table[("dqn", "fast")]["runs"] == "1/1" and table[("sac_continuous_action", "baseline")]["speed-up"] == "1.00x"
     assert json.loads((out / "bench.json").read_text())["slurm"] is True
@@ -60,8 +87,19 @@ def test_a_job_array_then_its_aggregation(tmp_path):
 
 def test_sbatch_options_pass_through(tmp_path):
     out = tmp_path / "bench"
-    proc = run_sh("--quick", "--scripts", "dqn", "--variants", "baseline", "--slurm", "--slurm-args", "--time=10 --job-name=mine",
-                  "--out", out, check=0)
+    proc = run_sh(
+        "--quick",
+        "--scripts",
+        "dqn",
+        "--variants",
+        "baseline",
+        "--slurm",
+        "--slurm-args",
+        "--time=10 --job-name=mine",
+        "--out",
+        out,
+        check=0,
+    )
     array, aggregation = re.search(r"job array (\d+) .* aggregation job (\d+)", proc.stdout).groups()
     wait_for([array, aggregation])
     for job in (array, aggregation):  # the user's options win over run.sh's (they come after them)

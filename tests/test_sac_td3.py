@@ -1,17 +1,29 @@
 """SAC and TD3, baseline and fast: runs of every flag combination, parity of the fast update with CleanRL's update
 and of the compiled path with the eager one, truncation handling, and bad input."""
+
 import copy
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import check_summary, load_script, read_metrics, run_script
 
 # A short run that goes past learning_starts, so that the (compiled) updates really run.
-SHORT = ["--total-timesteps", 260, "--learning-starts", 200, "--batch-size", 32, "--buffer-size", 1000,
-         "--measure-burnin", 2, "--log-interval", 20]
+SHORT = [
+    "--total-timesteps",
+    260,
+    "--learning-starts",
+    200,
+    "--batch-size",
+    32,
+    "--buffer-size",
+    1000,
+    "--measure-burnin",
+    2,
+    "--log-interval",
+    20,
+]
 ALGOS = {"sac": "sac_continuous_action", "td3": "td3_continuous_action"}
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 16
 
@@ -31,12 +43,16 @@ RUNS = [  # (algo, fast?, flags, env)
 ]
 
 
-@pytest.mark.parametrize("algo,fast,flags,env_id", RUNS, ids=[f"{a}-{'fast' if f else 'base'}{''.join(fl)}" for a, f, fl, _ in RUNS])
+@pytest.mark.parametrize(
+    "algo,fast,flags,env_id", RUNS, ids=[f"{a}-{'fast' if f else 'base'}{''.join(fl)}" for a, f, fl, _ in RUNS]
+)
 def test_short_run(algo, fast, flags, env_id, tmp_path):
     script = ALGOS[algo] + ("_torchcompile" if fast else "")
     proc, summary = run_script(script, "--env-id", env_id, *SHORT, *flags, tmp_path=tmp_path)
     cuda = torch.cuda.is_available()
-    check_summary(summary, script, algo, env_id, 260, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda)
+    check_summary(
+        summary, script, algo, env_id, 260, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda
+    )
     if "--cudagraphs" in flags and not cuda:
         assert proc.stderr.count("warning: --cudagraphs") == 1  # one warning, and the run goes on without graphs
     rows = read_metrics(summary)
@@ -96,7 +112,10 @@ def _steps(agent, algo, batch, n=3):
     for i in range(n):
         torch.manual_seed(100 + i)
         critic = agent.update_critic(batch)  # as the baseline step returns them: the Q values' means, then the losses
-        outs += [torch.stack([critic["qf1_values"], critic["qf2_values"]]), torch.stack([critic["qf1_loss"], critic["qf2_loss"]])]
+        outs += [
+            torch.stack([critic["qf1_values"], critic["qf2_values"]]),
+            torch.stack([critic["qf1_loss"], critic["qf2_loss"]]),
+        ]
         assert critic["qf_loss"] == pytest.approx(critic["qf1_loss"] / 2 + critic["qf2_loss"] / 2)
         for _ in range(2 if algo == "sac" else 1):
             outs += list(agent.update_actor(batch).values())  # actor_loss (and SAC's alpha_loss, with autotune)
@@ -157,7 +176,13 @@ def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_
 def _baseline_sac_step(base, nets, batch, i, gamma=0.99, tau=0.005):
     """CleanRL's SAC update as the baseline script writes it, on the baseline's own networks."""
     actor, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt, log_alpha, al_opt = nets
-    o, no, a, r, d = batch[:, :OBS_DIM], batch[:, OBS_DIM:2 * OBS_DIM], batch[:, 2 * OBS_DIM:-2], batch[:, -2], batch[:, -1]
+    o, no, a, r, d = (
+        batch[:, :OBS_DIM],
+        batch[:, OBS_DIM : 2 * OBS_DIM],
+        batch[:, 2 * OBS_DIM : -2],
+        batch[:, -2],
+        batch[:, -1],
+    )
     torch.manual_seed(100 + i)
     alpha = log_alpha.exp().item()
     with torch.no_grad():
@@ -192,7 +217,13 @@ def _baseline_sac_step(base, nets, batch, i, gamma=0.99, tau=0.005):
 def _baseline_td3_step(base, nets, batch, i, gamma=0.99, tau=0.005, policy_noise=0.2, noise_clip=0.5):
     """CleanRL's TD3 update (policy_frequency 1 here) as the baseline script writes it."""
     actor, actor_t, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt = nets
-    o, no, a, r, d = batch[:, :OBS_DIM], batch[:, OBS_DIM:2 * OBS_DIM], batch[:, 2 * OBS_DIM:-2], batch[:, -2], batch[:, -1]
+    o, no, a, r, d = (
+        batch[:, :OBS_DIM],
+        batch[:, OBS_DIM : 2 * OBS_DIM],
+        batch[:, 2 * OBS_DIM : -2],
+        batch[:, -2],
+        batch[:, -1],
+    )
     torch.manual_seed(100 + i)
     with torch.no_grad():
         noise = (torch.randn_like(a) * policy_noise).clamp(-noise_clip, noise_clip) * actor_t.action_scale
@@ -248,8 +279,11 @@ def test_fast_update_equals_cleanrl_update(algo):
         got = _steps(agent, algo, batch)
     _assert_close(got, expected, "losses")
     # and the same new parameters
-    _assert_close([agent.q_params["fc2.weight"][0], agent.q_params["fc2.weight"][1], agent.q_target["fc3.weight"][1]],
-                  [qf1.fc2.weight, qf2.fc2.weight, qf2_t.fc3.weight], "critics")
+    _assert_close(
+        [agent.q_params["fc2.weight"][0], agent.q_params["fc2.weight"][1], agent.q_target["fc3.weight"][1]],
+        [qf1.fc2.weight, qf2.fc2.weight, qf2_t.fc3.weight],
+        "critics",
+    )
     _assert_close(list(agent.actor.state_dict().values()), list(actor.state_dict().values()), "actor")
 
 
@@ -272,8 +306,15 @@ def test_cudagraph_update_equals_eager_on_gpu(algo, compile, inductor_eager_rng)
 
 
 # ---------------------------------------------------------------- truncation and termination
-@pytest.mark.parametrize("script", ["sac_continuous_action", "sac_continuous_action_torchcompile",
-                                    "td3_continuous_action", "td3_continuous_action_torchcompile"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "sac_continuous_action",
+        "sac_continuous_action_torchcompile",
+        "td3_continuous_action",
+        "td3_continuous_action_torchcompile",
+    ],
+)
 def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_path, monkeypatch):
     """Drive the script's own main loop on a hand-made environment: a truncation must store the true final
     observation with done=0 (so it bootstraps), a termination done=1, and the reset observation must not leak."""
@@ -283,6 +324,7 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
 
     class Counter(gym.Env):
         """obs = [episode id, t]; episodes alternate: truncated at t=3, terminated at t=4."""
+
         observation_space = gym.spaces.Box(-100, 100, (2,), np.float32)
         action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
 
@@ -308,14 +350,30 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
         return orig_add(self, obs, next_obs, actions, rewards, terminations)
 
     monkeypatch.setattr(buffer_cls, "add", spy)
-    args = module.Args(env_id="CounterTest-v0", total_timesteps=14, learning_starts=12, batch_size=4, buffer_size=50,
-                       measure_burnin=0, log_interval=7, output_dir=str(tmp_path), cuda=False)
+    args = module.Args(
+        env_id="CounterTest-v0",
+        total_timesteps=14,
+        learning_starts=12,
+        batch_size=4,
+        buffer_size=50,
+        measure_burnin=0,
+        log_interval=7,
+        output_dir=str(tmp_path),
+        cuda=False,
+    )
     module.main(args)
     gym.registry.pop("CounterTest-v0")
     transitions = [(tuple(o[0]), tuple(n[0]), float(r[0]), bool(d[0])) for o, n, r, d in stored]
-    expected = [((0, 0), (0, 1), 1, False), ((0, 1), (0, 2), 2, False), ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
-                ((1, 0), (1, 1), 1, False), ((1, 1), (1, 2), 2, False), ((1, 2), (1, 3), 3, False), ((1, 3), (1, 4), 4, True),  # terminated
-                ((2, 0), (2, 1), 1, False)]
+    expected = [
+        ((0, 0), (0, 1), 1, False),
+        ((0, 1), (0, 2), 2, False),
+        ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
+        ((1, 0), (1, 1), 1, False),
+        ((1, 1), (1, 2), 2, False),
+        ((1, 2), (1, 3), 3, False),
+        ((1, 3), (1, 4), 4, True),  # terminated
+        ((2, 0), (2, 1), 1, False),
+    ]
     assert transitions[: len(expected)] == expected
     # and the device buffer of the fast variant holds the same rows
     if script.endswith("torchcompile"):
@@ -323,7 +381,11 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
         for o, n, r, d in stored[:7]:
             orig_add(rb, o, n, np.zeros((1, 1), np.float32), r, d)
         obs, actions, next_obs, rewards, dones = rb.split(rb.storage[:7], 2, 1)
-        assert next_obs[2].tolist() == [0, 3] and dones.tolist() == [0, 0, 0, 0, 0, 0, 1] and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
+        assert (
+            next_obs[2].tolist() == [0, 3]
+            and dones.tolist() == [0, 0, 0, 0, 0, 0, 1]
+            and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
+        )
 
 
 def test_device_buffer_wraps_around_and_samples_only_filled_rows():
@@ -335,7 +397,13 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
     assert rb.full and rb.pos == 1
     assert rb.storage[:, 0].tolist() == [5, 1, 2, 3, 4]  # row 0 overwritten by the 6th transition
     fresh = module.ReplayBuffer(100, 1, 1, torch.device("cpu"))
-    fresh.add(np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.ones(2, np.float32), np.zeros(2, np.float32))
+    fresh.add(
+        np.ones((2, 1), np.float32),
+        np.ones((2, 1), np.float32),
+        np.ones((2, 1), np.float32),
+        np.ones(2, np.float32),
+        np.zeros(2, np.float32),
+    )
     assert (fresh.sample(64)[:, 0] == 1).all()  # never the zero rows beyond what was added
 
 
@@ -343,15 +411,26 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
 BAD = [
     (["--env-id", "NoSuchEnv-v9"], "--env-id", "continuous (Box) actions"),
     (["--env-id", "CartPole-v1"], "--env-id", "continuous (Box) actions"),
-    (["--env-id", "Pendulum-v1", "--buffer-size", 100, "--batch-size", 256], "--buffer-size", "must be in [256, inf), got 100"),
+    (
+        ["--env-id", "Pendulum-v1", "--buffer-size", 100, "--batch-size", 256],
+        "--buffer-size",
+        "must be in [256, inf), got 100",
+    ),
     (["--env-id", "Pendulum-v1", "--learning-starts", -1], "--learning-starts", "must be in [0, inf), got -1"),
     (["--env-id", "Pendulum-v1", "--tau", 3], "--tau", "must be in (0, 1], got 3.0"),
     (["--env-id", "Pendulum-v1", "--gamma", 1.5], "--gamma", "must be in [0, 1], got 1.5"),
 ]
 
 
-@pytest.mark.parametrize("script", ["sac_continuous_action", "sac_continuous_action_torchcompile",
-                                    "td3_continuous_action", "td3_continuous_action_torchcompile"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "sac_continuous_action",
+        "sac_continuous_action_torchcompile",
+        "td3_continuous_action",
+        "td3_continuous_action_torchcompile",
+    ],
+)
 def test_bad_input_fails_with_one_line(script, tmp_path):
     for flags, flag, words in BAD:
         proc, _ = run_script(script, *flags, tmp_path=tmp_path, expect_ok=False, timeout=120)

@@ -1,5 +1,6 @@
 """Keep, evaluate and watch an agent: --save-model, --eval-episodes, --eval-model and --capture-video, in every script.
 A model saved by either file of a pair loads in both, and evaluating it gives the returns the training run reported."""
+
 import json
 import math
 import os
@@ -12,19 +13,64 @@ import gymnasium as gym
 import pytest
 import torch
 import tyro
-
 from conftest import load_script, run_in_process, run_script
 
 PAIRS = {  # the baseline of each pair, and a short training run that goes past the start of learning on a CPU
-    "sac_continuous_action": ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"],
-    "td3_continuous_action": ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"],
-    "ppo_continuous_action": ["--env-id", "Pendulum-v1", "--num-envs", "1", "--num-steps", "64", "--num-minibatches", "2",
-                              "--update-epochs", "1", "--total-timesteps", "128"],
+    "sac_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--learning-starts",
+        "100",
+        "--batch-size",
+        "32",
+        "--total-timesteps",
+        "300",
+    ],
+    "td3_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--learning-starts",
+        "100",
+        "--batch-size",
+        "32",
+        "--total-timesteps",
+        "300",
+    ],
+    "ppo_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        "1",
+        "--num-steps",
+        "64",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--total-timesteps",
+        "128",
+    ],
     "dqn": ["--learning-starts", "200", "--batch-size", "32", "--total-timesteps", "400"],
-    "ppo_atari": ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1", "--total-timesteps", "64"],
+    "ppo_atari": [
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--total-timesteps",
+        "64",
+    ],
 }
-ENV = {"sac_continuous_action": "Pendulum-v1", "td3_continuous_action": "Pendulum-v1", "ppo_continuous_action": "Pendulum-v1",
-       "dqn": "CartPole-v1", "ppo_atari": "Breakout-v5"}
+ENV = {
+    "sac_continuous_action": "Pendulum-v1",
+    "td3_continuous_action": "Pendulum-v1",
+    "ppo_continuous_action": "Pendulum-v1",
+    "dqn": "CartPole-v1",
+    "ppo_atari": "Breakout-v5",
+}
 SCRIPTS = [pytest.param(pair + variant, pair, id=pair + variant) for pair in PAIRS for variant in ("", "_torchcompile")]
 GYMNASIUM = [p for p in SCRIPTS if p.values[1] != "ppo_atari"]
 
@@ -34,7 +80,9 @@ def run_dir(summary):
 
 
 def evaluate_file(script, env_id, model, tmp_path, *flags):
-    proc, summary = run_script(script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path)
+    proc, summary = run_script(
+        script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path
+    )
     assert summary["status"] == "evaluated" and summary["global_step"] == 0 and summary["eval_episodes"] == 2
     assert "warning: --total-timesteps" not in proc.stderr  # an evaluation is no short training run
     assert not (run_dir(summary) / "model.pt").exists()  # nothing was trained, nothing is saved
@@ -93,11 +141,22 @@ def test_the_fast_policy_acts_with_the_loaded_weights(pair, tmp_path, monkeypatc
     model = next((tmp_path / "base" / "runs").glob("*/model.pt"))
     saved = torch.load(model, map_location="cpu", weights_only=True)
     generator = torch.Generator().manual_seed(123)
-    saved["model"] = {k: v + torch.randn(v.shape, generator=generator) * 0.5 if v.is_floating_point() and "action_" not in k else v
-                      for k, v in saved["model"].items()}  # (the action scale and bias are the env's, kept)
+    saved["model"] = {
+        k: v + torch.randn(v.shape, generator=generator) * 0.5 if v.is_floating_point() and "action_" not in k else v
+        for k, v in saved["model"].items()
+    }  # (the action scale and bias are the env's, kept)
     torch.save(saved, tmp_path / "moved.pt")
-    fast = run_in_process(pair + "_torchcompile", "--env-id", ENV[pair], "--eval-model", tmp_path / "moved.pt", "--eval-episodes", 1,
-                          tmp_path=tmp_path / "fast", monkeypatch=monkeypatch)
+    fast = run_in_process(
+        pair + "_torchcompile",
+        "--env-id",
+        ENV[pair],
+        "--eval-model",
+        tmp_path / "moved.pt",
+        "--eval-episodes",
+        1,
+        tmp_path=tmp_path / "fast",
+        monkeypatch=monkeypatch,
+    )
     assert fast.state["status"] == "evaluated"
     module = base.state["actor" if "actor" in base.state else "q_network" if pair == "dqn" else "agent"]
     module.load_state_dict(saved["model"])
@@ -130,7 +189,9 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
         monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
     else:
         monkeypatch.setattr(module, "evaluate", ctrl_c)
-    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"])
+    args = tyro.cli(
+        module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"]
+    )
     with pytest.raises(SystemExit) as exit:
         module.main(args)
     assert exit.value.code == 130
@@ -158,8 +219,10 @@ def test_steps_per_second_leave_the_evaluation_out(script, pair, tmp_path, monke
 
     monkeypatch.setattr(time, "time", lambda: real_time() + offset[0])
     monkeypatch.setattr(module, "evaluate", slow_evaluate)
-    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--eval-episodes", "1",
-                                       "--measure-burnin", "1"])
+    args = tyro.cli(
+        module.Args,
+        args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--eval-episodes", "1", "--measure-burnin", "1"],
+    )
     module.main(args)
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     assert summary["eval_episodes"] == 1 and summary["wall_time_s"] > 1e6
@@ -175,7 +238,10 @@ def test_bad_model_files_fail_with_one_line(script, pair, tmp_path, monkeypatch,
         "missing.pt": (None, "No such file"),
         "text.pt": (b"not a model\n", f"is no {pair} model for {ENV[pair]}"),
         "other_algo.pt": ({"agent": other, "env_id": ENV[pair], "args": {}, "model": {}}, f"holds a {other} agent"),
-        "other_env.pt": ({"agent": pair, "env_id": "Acrobot-v1", "args": {}, "model": {}}, f"holds a {pair} agent for Acrobot-v1"),
+        "other_env.pt": (
+            {"agent": pair, "env_id": "Acrobot-v1", "args": {}, "model": {}},
+            f"holds a {pair} agent for Acrobot-v1",
+        ),
         "shapes.pt": ({"agent": pair, "env_id": ENV[pair], "args": {}, "model": {"fc1.weight": torch.zeros(3)}}, ""),
     }
     for name, (content, words) in files.items():
@@ -184,7 +250,9 @@ def test_bad_model_files_fail_with_one_line(script, pair, tmp_path, monkeypatch,
             path.write_bytes(content)
         elif content is not None:
             torch.save(content, path)
-        args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), "--env-id", ENV[pair], "--eval-model", str(path)])
+        args = tyro.cli(
+            module.Args, args=["--output-dir", str(tmp_path / "runs"), "--env-id", ENV[pair], "--eval-model", str(path)]
+        )
         with pytest.raises(SystemExit) as exit:
             module.main(args)
         message = str(exit.value.code)
@@ -198,7 +266,9 @@ def test_bad_model_files_fail_with_one_line(script, pair, tmp_path, monkeypatch,
 
 def can_render(env_id, **env):
     """Whether this machine renders env_id offscreen (MuJoCo needs EGL or OSMesa, classic control needs pygame)."""
-    code = f"import gymnasium as gym; e = gym.make({env_id!r}, render_mode='rgb_array'); e.reset(seed=0); assert e.render().size"
+    code = (
+        f"import gymnasium as gym; e = gym.make({env_id!r}, render_mode='rgb_array'); e.reset(seed=0); assert e.render().size"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env})
     return proc.returncode == 0, proc.stderr.strip().splitlines()[-1:] or [""]
 
@@ -218,7 +288,9 @@ def test_video_of_training_without_evaluation(tmp_path):
     ok, why = can_render("Pendulum-v1")
     if not ok:
         pytest.skip(f"Pendulum-v1 cannot render here: {why[0]}")
-    _, summary = run_script("sac_continuous_action_torchcompile", *PAIRS["sac_continuous_action"], "--capture-video", tmp_path=tmp_path)
+    _, summary = run_script(
+        "sac_continuous_action_torchcompile", *PAIRS["sac_continuous_action"], "--capture-video", tmp_path=tmp_path
+    )
     assert summary["eval_episodes"] is None
     assert "rl-video-episode-0.mp4" in [p.name for p in (run_dir(summary) / "videos").iterdir()]  # the first env's episode
 
@@ -232,8 +304,17 @@ def test_video_of_a_mujoco_evaluation_headless(tmp_path):
     probe = gym.make("HalfCheetah-v4")
     actor = module.Actor(17, 6, probe.action_space.low, probe.action_space.high)
     torch.save({"agent": "td3_continuous_action", "env_id": "HalfCheetah-v4", "args": {}, "model": actor.state_dict()}, model)
-    _, summary = run_script("td3_continuous_action", "--env-id", "HalfCheetah-v4", "--eval-model", model, "--eval-episodes", 1,
-                            "--capture-video", tmp_path=tmp_path)
+    _, summary = run_script(
+        "td3_continuous_action",
+        "--env-id",
+        "HalfCheetah-v4",
+        "--eval-model",
+        model,
+        "--eval-episodes",
+        1,
+        "--capture-video",
+        tmp_path=tmp_path,
+    )
     assert [p.name for p in (run_dir(summary) / "videos").iterdir()] == ["rl-video-episode-0.mp4"]
 
 
@@ -244,7 +325,9 @@ def test_graphed_policy_evaluates_what_the_baseline_does_on_gpu(pair, tmp_path):
     """Trained and evaluated with --compile --cudagraphs; the baseline evaluates the saved file alike; and a fresh
     --cudagraphs run loads the baseline's file in place, so its captured policy acts with the loaded weights."""
     fast = pair + "_torchcompile"
-    _, summary = run_script(fast, *PAIRS[pair], "--compile", "--cudagraphs", "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+    _, summary = run_script(
+        fast, *PAIRS[pair], "--compile", "--cudagraphs", "--save-model", "--eval-episodes", 2, tmp_path=tmp_path
+    )
     model = run_dir(summary) / "model.pt"
     assert evaluate_file(pair, ENV[pair], model, tmp_path) == pytest.approx(summary["eval_return_mean"], rel=1e-3, abs=1e-2)
     _, base = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)

@@ -2,6 +2,7 @@
 writes one run folder (global steps summed over ranks, world_size 2); after every update both ranks hold the same
 parameters; what the one flat all_reduce hands back is the mean of the gradients each rank computed alone; a 1-rank
 torchrun run is the plain run; bad sizings and backends give one line before any work."""
+
 import json
 import os
 import subprocess
@@ -9,14 +10,41 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT, SCRIPTS, load_script, read_metrics, run_script
 
 PPO_FLAGS = {
-    "ppo_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--num-envs", 1, "--num-steps", 128, "--num-minibatches", 4,
-                                           "--update-epochs", 2, "--total-timesteps", 768, "--measure-burnin", 1, "--no-cuda"],  # 3 iterations of 2 x 128
-    "ppo_atari_torchcompile": ["--num-envs", 2, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1, "--total-timesteps", 384,
-                               "--measure-burnin", 1, "--no-cuda"],  # 3 iterations of 2 ranks x 2 envs x 32 steps
+    "ppo_continuous_action_torchcompile": [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        1,
+        "--num-steps",
+        128,
+        "--num-minibatches",
+        4,
+        "--update-epochs",
+        2,
+        "--total-timesteps",
+        768,
+        "--measure-burnin",
+        1,
+        "--no-cuda",
+    ],  # 3 iterations of 2 x 128
+    "ppo_atari_torchcompile": [
+        "--num-envs",
+        2,
+        "--num-steps",
+        32,
+        "--num-minibatches",
+        2,
+        "--update-epochs",
+        1,
+        "--total-timesteps",
+        384,
+        "--measure-burnin",
+        1,
+        "--no-cuda",
+    ],  # 3 iterations of 2 ranks x 2 envs x 32 steps
 }
 
 
@@ -31,13 +59,25 @@ def torchrun(*args, nproc=2, timeout=600):
 @pytest.mark.parametrize("script", list(PPO_FLAGS))
 def test_two_ranks_learn_as_one(script, tmp_path):
     out = tmp_path / "runs"
-    torchrun(ROOT / "tests/helpers/dp_probe.py", SCRIPTS / f"{script}.py", tmp_path, "--", *PPO_FLAGS[script], "--dist-backend", "gloo",
-             "--output-dir", out, "--save-model")  # (on a CPU: --no-cuda, as a GPU host has one GPU for the two ranks)
+    torchrun(
+        ROOT / "tests/helpers/dp_probe.py",
+        SCRIPTS / f"{script}.py",
+        tmp_path,
+        "--",
+        *PPO_FLAGS[script],
+        "--dist-backend",
+        "gloo",
+        "--output-dir",
+        out,
+        "--save-model",
+    )  # (on a CPU: --no-cuda, as a GPU host has one GPU for the two ranks)
     summaries = list(out.rglob("summary.json"))
     assert len(summaries) == 1 and len(list(out.iterdir())) == 1  # rank 0 alone wrote a run folder
     summary = json.loads(summaries[0].read_text())
     assert summary["status"] == "finished" and summary["world_size"] == 2
-    assert summary["global_step"] == int(PPO_FLAGS[script][PPO_FLAGS[script].index("--total-timesteps") + 1])  # both ranks' steps
+    assert summary["global_step"] == int(
+        PPO_FLAGS[script][PPO_FLAGS[script].index("--total-timesteps") + 1]
+    )  # both ranks' steps
     assert (summaries[0].parent / "model.pt").is_file()
     rows = read_metrics(dict(summary, _run_dir=summaries[0].parent))
     assert len(rows) == 3 and [int(r["global_step"]) for r in rows][-1] == summary["global_step"]
@@ -58,8 +98,10 @@ def test_one_rank_under_torchrun_is_the_plain_run(tmp_path):
     _, plain = run_script(script, *flags, "--save-model", tmp_path=tmp_path)
     dist_summary = json.loads(next((tmp_path / "torchrun").rglob("summary.json")).read_text())
     assert dist_summary["world_size"] == plain["world_size"] == 1 and dist_summary["global_step"] == plain["global_step"]
-    models = [torch.load(path, weights_only=True)["model"] for path in (next((tmp_path / "torchrun").rglob("model.pt")),
-                                                                       next((tmp_path / "runs").rglob("model.pt")))]
+    models = [
+        torch.load(path, weights_only=True)["model"]
+        for path in (next((tmp_path / "torchrun").rglob("model.pt")), next((tmp_path / "runs").rglob("model.pt")))
+    ]
     for k in models[0]:
         assert torch.equal(models[0][k], models[1][k]), k
 
@@ -69,9 +111,11 @@ def test_bad_sizings_and_backends_fail_with_one_line(script, tmp_path, monkeypat
     module = load_script(script)
     monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun would set it (no process group is made before these checks)
     monkeypatch.setenv("RANK", "0")
-    cases = [(dict(dist_backend="nccl", cuda=False), "error: --dist-backend: nccl is not available here"),
-             (dict(eval_model="model.pt"), "error: --eval-model: an evaluation runs in one process, not under torchrun"),
-             (dict(num_envs=1, num_steps=64, total_timesteps=64), "error: --total-timesteps: must be in [128, inf), got 64")]
+    cases = [
+        (dict(dist_backend="nccl", cuda=False), "error: --dist-backend: nccl is not available here"),
+        (dict(eval_model="model.pt"), "error: --eval-model: an evaluation runs in one process, not under torchrun"),
+        (dict(num_envs=1, num_steps=64, total_timesteps=64), "error: --total-timesteps: must be in [128, inf), got 64"),
+    ]
     for overrides, error in cases:
         with pytest.raises(SystemExit) as exit:
             module.main(module.Args(output_dir=str(tmp_path / "runs"), **overrides))
@@ -83,9 +127,22 @@ def test_target_kl_stops_every_rank_at_the_same_epoch(tmp_path):
     """approx_kl travels in the flat all_reduce: every rank sees the ranks' mean and --target-kl stops them all after the
     same epoch (different epochs would leave one rank waiting in an all_reduce the others never make)."""
     script = "ppo_continuous_action_torchcompile"
-    torchrun(ROOT / "tests/helpers/dp_probe.py", SCRIPTS / f"{script}.py", tmp_path, "--", *PPO_FLAGS[script], "--dist-backend", "gloo",
-             "--target-kl", "1e-9", "--output-dir", tmp_path / "runs")
+    torchrun(
+        ROOT / "tests/helpers/dp_probe.py",
+        SCRIPTS / f"{script}.py",
+        tmp_path,
+        "--",
+        *PPO_FLAGS[script],
+        "--dist-backend",
+        "gloo",
+        "--target-kl",
+        "1e-9",
+        "--output-dir",
+        tmp_path / "runs",
+    )
     ranks = [torch.load(tmp_path / f"probe.{r}.pt") for r in (0, 1)]
     assert len(ranks[0]["params"]) == len(ranks[1]["params"]) == 3 * 4  # 3 iterations x 4 minibatches: 1 of the 2 epochs
     kls = [[out[-1] for _, out in rank["reduced"]] for rank in ranks]
-    assert kls[0] == kls[1] and all(kls[0][i] > 1e-9 for i in (3, 7, 11))  # the same on both; above the target at each epoch's end
+    assert kls[0] == kls[1] and all(
+        kls[0][i] > 1e-9 for i in (3, 7, 11)
+    )  # the same on both; above the target at each epoch's end

@@ -3,6 +3,7 @@
   and approx_kl) and what came back (the average over the ranks).
 - After every update the agent's parameters are recorded.
 Each rank saves what it saw to <out>/probe.<rank>.pt.   Usage: torchrun ... dp_probe.py SCRIPT OUT -- FLAGS"""
+
 import importlib.util
 import os
 import pathlib
