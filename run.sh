@@ -3,49 +3,86 @@
 # summary.json into results.csv, writes results.md (steps/s, speed-up, final return) and PNG plots, with the
 # machine and versions beside them. `./run.sh --help` explains the options.
 #
-# Everything is in this one file: the driver in bash, the machine record and the aggregation in Python heredocs.
+# The driver is this bash file; its Python (bench.json, the machine record, the results) is aggregate.py beside it.
 set -uo pipefail # no -e: a run that fails is recorded and the others go on
 
-ALGOS="ppo_atari ppo_continuous_action sac_continuous_action td3_continuous_action dqn"
-VARIANTS="baseline fast compile compile_cudagraphs"  # the default matrix
-MODE_VARIANTS="compile_max_autotune_no_cudagraphs compile_reduce_overhead compile_max_autotune"  # torch.compile's other modes, on request
+# The matrix, defined here once: --help, the checks of --scripts and --variants, the plan and the tables' order (which
+# aggregate.py is given) all come from these two tables.
+#
+# The algorithms, in the tables' order, each with its --quick budget: tiny but valid runs, so that the whole matrix is
+# a smoke test that finishes in minutes on a 2-core CPU. Each goes past the burn-in and the start of learning, so
+# steps/s is measured and the (compiled) update runs; the numbers they give are NOT representative of the full budgets.
+# PPO Atari: 2 iterations of 8 envs x 128 steps, the first one burn-in. PPO continuous: 4 iterations of 512 steps
+# (1 env), the first one burn-in. SAC and TD3: 200 updates after 1000 random steps, 5 updates of burn-in. DQN: 200
+# updates (one per 10 steps) after 10000 steps, 5 updates of burn-in.
+ALGORITHM_TABLE='
+ppo_atari              --total-timesteps 2048 --num-envs 8 --num-steps 128 --measure-burnin 1
+ppo_continuous_action  --total-timesteps 2048 --num-steps 512 --measure-burnin 1
+sac_continuous_action  --total-timesteps 1200 --learning-starts 1000 --measure-burnin 5
+td3_continuous_action  --total-timesteps 1200 --learning-starts 1000 --measure-burnin 5
+dqn                    --total-timesteps 12000 --measure-burnin 5
+'
+# The variants, in the tables' order: baseline runs scripts/<algo>.py, the others scripts/<algo>_torchcompile.py with
+# the flags after the name. The "default" ones make the matrix; the others run only where --variants names them.
+VARIANT_TABLE='
+baseline                            default
+fast                                default
+compile                             default  --compile
+cudagraphs                          other    --cudagraphs
+compile_cudagraphs                  default  --compile --cudagraphs
+compile_max_autotune_no_cudagraphs  other    --compile --compile-mode max-autotune-no-cudagraphs
+compile_reduce_overhead             other    --compile --compile-mode reduce-overhead
+compile_max_autotune                other    --compile --compile-mode max-autotune
+'
 DEFAULT_SEEDS="1,2,3"
-RUNS_HEADER=$'algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand' # runs.tsv: one row per attempted run
 QUICK_SEEDS="1"
 
-# --quick budgets: tiny but valid runs, so that the whole matrix is a smoke test that finishes in minutes on a
-# 2-core CPU. Each goes past the burn-in and the start of learning, so steps/s is measured and the (compiled)
-# update runs; the numbers they give are NOT representative of the full budgets.
-#   algorithm              | flags
-#   ppo_atari              | 2 iterations of 8 envs x 128 steps; the first is burn-in
-#   ppo_continuous_action  | 4 iterations of 512 steps (1 env); the first is burn-in
-#   sac_continuous_action  | 200 updates after 1000 random steps; 5 updates of burn-in
-#   td3_continuous_action  | same as SAC
-#   dqn                    | 200 updates (one per 10 steps) after 10000 steps; 5 updates of burn-in
-quick_flags() {
-    case "$1" in
-        ppo_atari) echo "--total-timesteps 2048 --num-envs 8 --num-steps 128 --measure-burnin 1" ;;
-        ppo_continuous_action) echo "--total-timesteps 2048 --num-steps 512 --measure-burnin 1" ;;
-        sac_continuous_action) echo "--total-timesteps 1200 --learning-starts 1000 --measure-burnin 5" ;;
-        td3_continuous_action) echo "--total-timesteps 1200 --learning-starts 1000 --measure-burnin 5" ;;
-        dqn) echo "--total-timesteps 12000 --measure-burnin 5" ;;
-        *) echo "" ;;
-    esac
-}
+# The lists, space-separated, from the tables: ALGOS; VARIANTS (all), DEFAULT_VARIANTS and OTHER_VARIANTS.
+ALGOS="" VARIANTS="" DEFAULT_VARIANTS="" OTHER_VARIANTS=""
+while read -r name _; do
+    [ -z "$name" ] || ALGOS+="${ALGOS:+ }$name"
+done <<<"$ALGORITHM_TABLE"
+while read -r name kind _; do
+    [ -n "$name" ] || continue
+    VARIANTS+="${VARIANTS:+ }$name"
+    if [ "$kind" = default ]; then DEFAULT_VARIANTS+="${DEFAULT_VARIANTS:+ }$name"; else OTHER_VARIANTS+="${OTHER_VARIANTS:+ }$name"; fi
+done <<<"$VARIANT_TABLE"
 
-# variant -> file and flags
-variant_file() { # algorithm variant
+quick_flags() { # algorithm: its --quick budget
+    local name flags
+    while read -r name flags; do
+        if [ "$name" = "$1" ]; then echo "$flags"; fi
+    done <<<"$ALGORITHM_TABLE"
+}
+variant_flags() { # variant: its flags
+    local name kind flags
+    while read -r name kind flags; do
+        if [ "$name" = "$1" ]; then echo "$flags"; fi
+    done <<<"$VARIANT_TABLE"
+}
+variant_file() { # algorithm variant: its script
     if [ "$2" = baseline ]; then echo "$1.py"; else echo "$1_torchcompile.py"; fi
 }
-variant_flags() {
-    case "$1" in
-        compile) echo "--compile" ;;
-        compile_cudagraphs) echo "--compile --cudagraphs" ;;
-        compile_max_autotune_no_cudagraphs) echo "--compile --compile-mode max-autotune-no-cudagraphs" ;;
-        compile_reduce_overhead) echo "--compile --compile-mode reduce-overhead" ;;
-        compile_max_autotune) echo "--compile --compile-mode max-autotune" ;;
-        *) echo "" ;;
-    esac
+variant_help() { # default|other: --help's lines for those variants
+    local name kind flags
+    while read -r name kind flags; do
+        if [ -n "$name" ] && [ "$kind" = "$1" ]; then
+            printf '  %-36s scripts/%s\n' "$name" "$(variant_file '<algo>' "$name")${flags:+ $flags}"
+        fi
+    done <<<"$VARIANT_TABLE"
+}
+
+# runs.tsv: one row per attempted run (each Slurm task writes its own, tasks/PLAN.INDEX.tsv, gathered into runs.tsv
+# by aggregate). Its columns, defined here once: its header is runs_row "${RUNS_COLUMNS[@]}", every row is written by
+# runs_row in this order, and aggregate.py reads the rows by the names in the header.
+RUNS_COLUMNS=(algorithm variant seed status exit_code summary log command)
+runs_row() { # algorithm variant seed status exit_code summary log command: one row of runs.tsv on stdout
+    local IFS=$'\t'
+    if [ $# -ne ${#RUNS_COLUMNS[@]} ]; then
+        echo "run.sh: bug: a runs.tsv row of $# fields for ${#RUNS_COLUMNS[@]} columns: $*" >&2
+        return 1
+    fi
+    printf '%s\n' "$*"
 }
 
 usage() {
@@ -54,23 +91,18 @@ Usage: ./run.sh [options] [-- extra flags for every script]
 
 Runs the benchmark matrix (one run at a time, --jobs N at once, or as a Slurm job array): for each algorithm,
 each variant, each seed:
-  baseline            scripts/<algo>.py
-  fast                scripts/<algo>_torchcompile.py
-  compile             scripts/<algo>_torchcompile.py --compile
-  compile_cudagraphs  scripts/<algo>_torchcompile.py --compile --cudagraphs
-and, only where --variants names them, torch.compile's other modes (--compile-mode; the last two capture CUDA
-graphs themselves and run without them on a CPU, with a warning):
-  compile_max_autotune_no_cudagraphs   --compile --compile-mode max-autotune-no-cudagraphs
-  compile_reduce_overhead              --compile --compile-mode reduce-overhead
-  compile_max_autotune                 --compile --compile-mode max-autotune
-With no options: all algorithms, the four variants above, seeds ${DEFAULT_SEEDS}, the scripts' default budgets
-(the full reproduction; hours on a GPU, much longer on a CPU).
+$(variant_help default)
+and, only where --variants names them, CUDA graphs without compile and torch.compile's other modes (--compile-mode;
+reduce-overhead and max-autotune capture CUDA graphs themselves; on a CPU, graphs are skipped with a warning):
+$(variant_help other)
+With no options: all algorithms, the variants of the first list, seeds ${DEFAULT_SEEDS}, the scripts' default
+budgets (the full reproduction; hours on a GPU, much longer on a CPU).
 
 Options:
   --quick                 tiny budgets (the table at the top of run.sh) and one seed (${QUICK_SEEDS}): a smoke test
                           of every run, minutes on a 2-core CPU; its numbers are not representative
   --scripts A,B           algorithms to run (default: all): ${ALGOS// /, }
-  --variants V,W          variants to run (default: ${VARIANTS// /, }); also ${MODE_VARIANTS// /, }
+  --variants V,W          variants to run (default: ${DEFAULT_VARIANTS// /, }); also ${OTHER_VARIANTS// /, }
   --seeds 1,2,3           seeds (default: ${DEFAULT_SEEDS}, or ${QUICK_SEEDS} with --quick)
   --total-timesteps N     give every run this budget (overrides the defaults and --quick's)
   --out DIR               where everything goes (default: bench/<date-time>; bench/ is git-ignored);
@@ -97,7 +129,7 @@ Options:
 What it leaves in DIR:
   machine.json, machine.md  GPU or none, CPU model and cores, Python and library versions, git commit
   bench.json                how run.sh was called (budgets, seeds, variants, extra flags)
-  runs.tsv                  one row per attempted run: status, exit code, summary.json, log, command
+  runs.tsv                  one row per attempted run: ${RUNS_COLUMNS[*]}
   slurm/, tasks/            with --slurm: the plan of runs, Slurm's own logs, one record file per task
   logs/<algo>__<variant>__seed<N>.log   each run's stdout and stderr
   runs/<algo>/<variant>/seed<N>/<run_name>/   each run's metrics.csv and summary.json
@@ -202,164 +234,14 @@ while [ $# -gt 0 ]; do
 done
 
 # ---------------------------------------------------------------------------------------------------------------
-# Aggregation: summary.json and metrics.csv files -> results.csv, results.md, PNGs, with pandas and matplotlib
-# (requirements/requirements-dev.txt). Reads runs.tsv where there is one (it knows the runs that left no summary.json)
-# and also every summary.json found under the folder.
+# Aggregation: runs.tsv (it knows the runs that left no summary.json) and every summary.json under the folder ->
+# results.csv, results.md and PNG plots, by aggregate.py (pandas and matplotlib: requirements/requirements-dev.txt),
+# in the order of the tables above.
 aggregate() { # dir
     if [ -d "$1/tasks" ]; then # Slurm: each task wrote its own row (no two tasks write one file); gather them
-        { printf '%s\n' "$RUNS_HEADER"; cat "$1"/tasks/*.tsv 2>/dev/null; } >"$1/runs.tsv"
+        { runs_row "${RUNS_COLUMNS[@]}"; cat "$1"/tasks/*.tsv 2>/dev/null; } >"$1/runs.tsv"
     fi
-    MPLBACKEND=Agg "$PYTHON" - "$1" <<'PY'
-import json, os, pathlib, sys
-import matplotlib.pyplot as plt
-import pandas as pd
-
-out = pathlib.Path(sys.argv[1]).resolve()
-ALGOS = ["ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action", "dqn"]
-VARIANTS = "baseline fast compile cudagraphs compile_cudagraphs compile_max_autotune_no_cudagraphs compile_reduce_overhead compile_max_autotune".split()
-COLORS = {v: f"C{i}" for i, v in enumerate(VARIANTS)}  # matplotlib's default colours (tab10)
-COLUMNS = ("algorithm variant seed status env_id sps episodic_return episodes global_step total_timesteps wall_time_s warmup_s compile compile_mode "
-           "cudagraphs device gpu_name cpu_count torch_version script exit_code error run_dir log command").split()
-
-
-def log_tail(log, n=20):  # progress-bar redraws use \r: keep what the terminal would show last on each line
-    lines = (out / log).read_text(errors="replace").splitlines() if log and (out / log).is_file() else []
-    return [line.split("\r")[-1].rstrip() for line in lines][-n:]
-
-
-def add_summary(rec, path):  # rec (a runs.tsv row, or {}) with the run's summary.json; what runs.tsv says wins
-    seen.add(path.resolve())
-    rec["run_dir"] = os.path.relpath(path.parent, out)
-    try:
-        s = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        return {"algorithm": "?", "variant": "?", **rec, "status": "failed", "error": f"unreadable summary.json: {e}"}
-    args = s.get("args") or {}  # every flag; older summaries also had env_id, seed, compile and cudagraphs at the top level
-    flags = {k: args.get(k, s.get(k, no)) for k, no in dict(env_id=None, seed=None, compile=False, compile_mode=None, cudagraphs=False,
-                                                             total_timesteps=None).items()}
-    algorithm, mode = s.get("script", "?").removesuffix("_torchcompile"), (flags["compile_mode"] or "default").replace("-", "_")
-    parts = ["compile"] * flags["compile"] + [mode] * (mode != "default") + ["cudagraphs"] * flags["cudagraphs"]  # as --variants names them
-    variant = "baseline" if s.get("script") == algorithm else "_".join(parts) or "fast"
-    return {k: s[k] for k in COLUMNS if k in s} | flags | {"algorithm": algorithm, "variant": variant, "status": s.get("status") or "unknown"} | rec
-
-
-# runs.tsv knows the runs that left no summary.json; any other summary.json under the folder is a run too
-records, seen = [], set()
-if (out / "runs.tsv").is_file():
-    for row in pd.read_csv(out / "runs.tsv", sep="\t", dtype=str, keep_default_na=False).astype({"seed": int}).to_dict("records"):
-        summary = out / row["summary"]
-        records.append(add_summary(row, summary) if row["summary"] and summary.is_file() else row)
-records += [add_summary({}, path) for path in sorted(out.rglob("summary.json")) if path.resolve() not in seen]
-for rec in [r for r in records if r["status"] != "finished"]:  # why: its script is missing, or the last line its log shows
-    lines = [line for line in log_tail(rec.get("log")) if line.strip()] or [""]
-    rec.setdefault("error", ("script not found: " + rec["command"]) if rec["status"] == "missing" else lines[-1][:300])
-
-runs = pd.DataFrame(records, columns=COLUMNS, dtype=object).fillna(dict.fromkeys(["exit_code", "error", "run_dir", "log", "command"], ""))
-# rows: algorithms and variants in the order above (other names after them, by name), then seeds
-rank = {name: i for i, name in enumerate(dict.fromkeys(ALGOS + VARIANTS + sorted({*runs.algorithm, *runs.variant})))}
-runs = runs.sort_values(["algorithm", "variant", "seed"], key=lambda c: pd.to_numeric(c, errors="coerce").fillna(0) if c.name == "seed" else c.map(rank))
-runs.to_csv(out / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
-
-keys = ["algorithm", "variant"]  # per algorithm and variant: steps/s, warm-up, return (mean, std), over the runs that finished
-done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float, "warmup_s": float})
-stats = runs[keys + ["status"]].join(done[["sps", "warmup_s", "episodic_return", "env_id", "total_timesteps"]]).groupby(keys, sort=False).agg(
-    runs=("status", "size"), finished=("status", lambda s: s.eq("finished").sum()), seeds=("sps", lambda s: s.dropna().tolist()),
-    median=("sps", "median"), low=("sps", "min"), high=("sps", "max"), warmup=("warmup_s", "median"), rets=("episodic_return", "count"),
-    ret_mean=("episodic_return", "mean"), ret_std=("episodic_return", "std"), env=("env_id", lambda ids: ", ".join(sorted(set(ids.dropna()) - {""}))),
-    steps=("total_timesteps", lambda ts: "/".join(f"{t:,}" for t in sorted(set(ts.dropna()))))).reset_index()
-stats["speedup"] = stats["median"] / stats.algorithm.map(stats[stats.variant == "baseline"].set_index("algorithm")["median"])  # of medians
-
-machine = json.loads((out / "machine.json").read_text()) if (out / "machine.json").is_file() else {}
-bench = json.loads((out / "bench.json").read_text()) if (out / "bench.json").is_file() else {}
-cpus = "/".join(sorted({str(c) for c in runs.cpu_count.dropna() if c})) or "?"
-device = ", ".join(sorted({g for g in runs.gpu_name.dropna() if g})) or f"CPU, {cpus} cores"  # what the runs say
-if machine:  # what machine.json says, where there is one
-    device = machine.get("gpu") or f"CPU only, {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores"
-
-for a, rows in stats.groupby("algorithm", sort=False):
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")  # steps/s: bars (median), whiskers (range), dots (seeds)
-    ax.bar(range(len(rows)), rows["median"], yerr=[(rows["median"] - rows.low).to_numpy(), (rows.high - rows["median"]).to_numpy()],
-           capsize=4, color=[COLORS.get(v, "grey") for v in rows.variant], alpha=0.8)
-    for i, st in enumerate(rows.itertuples()):
-        ax.scatter([i] * len(st.seeds), st.seeds, color="black", s=10, zorder=3)
-        if pd.isna(st.median):
-            ax.text(i, 0, "no finished run", ha="center", va="bottom", rotation=90, fontsize=8)
-        elif pd.notna(st.speedup):
-            ax.annotate(f"{st.speedup:.2f}x", (i, st.high), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
-    ax.set_xticks(range(len(rows)), rows.variant, rotation=15)
-    ax.set(ylabel="steps/s (median, range over seeds)", ylim=(0, None))
-    ax.set_title(f"{a}\n{device}", fontsize=9)
-    fig.savefig(out / f"sps_{a}.png", dpi=100)
-    # learning curves: return against steps and against wall time, one line per run
-    (fig, axes), labelled = plt.subplots(1, 2, figsize=(11, 4), layout="tight"), set()
-    for run in runs[(runs.algorithm == a) & (runs.run_dir != "")].itertuples():
-        try:
-            m = pd.read_csv(out / run.run_dir / "metrics.csv").reindex(columns=["global_step", "wall_time_s", "episodic_return"])
-        except (OSError, ValueError):  # no metrics.csv, or an empty or broken one
-            continue
-        m = m.apply(pd.to_numeric, errors="coerce").dropna(subset=["global_step", "episodic_return"])
-        style = dict(color=COLORS.get(run.variant, "grey"), alpha=0.8, lw=1.2, marker="." if len(m) < 30 else None)
-        if len(m):
-            axes[0].plot(m.global_step, m.episodic_return, label=None if run.variant in labelled else run.variant, **style)
-            axes[1].plot(m.wall_time_s, m.episodic_return, **style)
-            labelled.add(run.variant)
-    for axis, xlabel in zip(axes, ["environment steps", "wall time (s)"]):
-        axis.set(xlabel=xlabel, ylabel="episodic return (last 20 episodes)")
-        axis.grid(alpha=0.3)
-        axis.text(0.5, 0.5, "" if labelled else "no episode finished", ha="center", va="center", transform=axis.transAxes)
-    if labelled:
-        axes[0].legend(fontsize=8)
-    fig.suptitle(f"{a}: {device}", fontsize=9)
-    fig.savefig(out / f"curves_{a}.png", dpi=100)
-    plt.close("all")
-
-md = ["# Benchmark results", "", f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in sorted(runs.status.value_counts().items())) + "."]
-md += ([f"Made with `{bench['command']}`" + (f", started {bench['started']}" if bench.get("started") else "") + "."] if bench.get("command") else []) + [""]
-if bench.get("quick"):
-    md.append("**Budgets: `--quick`**, tiny runs for a smoke test (flags below); these steps/s and returns are NOT representative of the default budgets.")
-elif bench.get("total_timesteps") or bench.get("extra"):
-    changed = [f"--total-timesteps {bench['total_timesteps']}" if bench.get("total_timesteps") else "", *(bench.get("extra") or [])]
-    md.append(f"**Budgets: not the defaults**: {' '.join(filter(None, changed))} (the steps column gives each run's budget).")
-elif bench:
-    md.append("Budgets: the scripts' defaults.")
-md += [f"- `{a}`: `{flags}`" for a, flags in (bench.get("budgets") or {}).items() if flags]
-md += [f"**Runs {bench['jobs']} at a time** (`--jobs`{', Slurm' * bench.get('slurm', False)}): where runs shared a machine, "
-       "their steps/s do not compare with runs made alone."] if bench.get("jobs", 1) > 1 else []
-md += ["", "## Machine", ""] + [f"- {k}: {'none' if v in (None, '') else v}" for k, v in machine.items()]
-md += [] if machine else [f"- not recorded (no machine.json); the runs say: {device}"]
-md += ["", "## Steps per second and final return", "",
-       "| algorithm | variant | env | steps | runs | steps/s median | steps/s range | speed-up | warm-up s | episodic return |", "| --- " * 10 + "|"]
-for st in stats.itertuples():
-    fmt = "{:,.0f}".format if st.median >= 100 else "{:,.1f}".format  # one precision per row, set by its median
-    sps = f"{fmt(st.median)} | {fmt(st.low)}–{fmt(st.high)}" if pd.notna(st.median) else "– | –"
-    speedup = f"{st.speedup:.2f}x" if pd.notna(st.speedup) else "–"
-    warmup = f"{st.warmup:,.1f}" if pd.notna(st.warmup) else "–"
-    ret = "–" if not st.rets else f"{st.ret_mean:,.1f} (1 run)" if st.rets == 1 else f"{st.ret_mean:,.1f} ± {st.ret_std:,.1f}"
-    if 0 < st.rets < st.finished:
-        ret += f" ({st.rets} of {st.finished} runs had a finished episode)"
-    md.append(f"| {st.algorithm} | {st.variant} | {st.env or '–'} | {st.steps or '–'} | {st.finished}/{st.runs} | {sps} | {speedup} | {warmup} | {ret} |")
-md += ["", "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of each run; "
-       "median and range (min–max) over the seeds that finished; warm-up s: the burn-in's wall time (`warmup_s`), median.",
-       "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
-       "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
-       "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; compile = fast `--compile`; "
-       "compile_cudagraphs = fast `--compile --cudagraphs`; compile_<mode> = fast `--compile --compile-mode <mode>`.", ""]
-md += ["## Plots", ""] if len(stats) else []
-for a in stats.algorithm.unique():
-    md += [f"### {a}", "", f"![sps_{a}.png](sps_{a}.png)", f"![curves_{a}.png](curves_{a}.png)", ""]
-md += ["## Runs that did not finish", ""] if (runs.status != "finished").any() else []
-for run in runs[runs.status != "finished"].itertuples():
-    md += [f"### {run.algorithm} {run.variant} seed {run.seed}: {run.status}" + (f" (exit {run.exit_code})" if run.exit_code else ""), ""]
-    md += [f"`{run.command}`", ""] if run.command else []
-    tail = log_tail(run.log)
-    if tail:
-        md += [f"End of `{run.log}`:", "", "```text", *(line.replace("```", "'''") for line in tail), "```"]
-    elif run.error:
-        md.append(run.error)
-    md.append("")
-(out / "results.md").write_text("\n".join(md) + "\n")
-print(f"run.sh: {len(runs)} runs ({len(done)} finished) -> {out / 'results.md'}")
-PY
+    MPLBACKEND=Agg "$PYTHON" "$ROOT/aggregate.py" "$1" --algorithms "${ALGOS// /,}" --variants "${VARIANTS// /,}"
 }
 
 publish() { # from to
@@ -392,7 +274,7 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task, PLAN:INDEX: run one run of the plan 
         die "--run-task: needs PLAN:INDEX and --out DIR holding slurm/plan.PLAN.tsv"
 fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
-[ -n "$SEL_VARIANTS" ] || SEL_VARIANTS="${VARIANTS// /,}"
+[ -n "$SEL_VARIANTS" ] || SEL_VARIANTS="${DEFAULT_VARIANTS// /,}"
 if [ -z "$SEEDS" ]; then
     if [ "$QUICK" = 1 ]; then SEEDS="$QUICK_SEEDS"; else SEEDS="$DEFAULT_SEEDS"; fi
 fi
@@ -403,7 +285,7 @@ for a in ${SEL_SCRIPTS//,/ }; do
 done
 RUN_VARIANTS=()
 for v in ${SEL_VARIANTS//,/ }; do
-    in_list "$v" "$VARIANTS $MODE_VARIANTS" || die "--variants: unknown variant '$v' (allowed: ${VARIANTS// /, }, ${MODE_VARIANTS// /, })"
+    in_list "$v" "$VARIANTS" || die "--variants: unknown variant '$v' (allowed: ${VARIANTS// /, })"
     RUN_VARIANTS+=("$v")
 done
 RUN_SEEDS=()
@@ -457,99 +339,22 @@ mkdir -p "$OUT/logs" "$OUT/runs"
 cd "$ROOT" || exit 2
 
 # ---------------------------------------------------------------------------------------------------------------
-# How run.sh was called, and the machine.
-budgets_json=""
-for a in "${RUN_ALGOS[@]}"; do
-    if [ "$QUICK" = 1 ]; then b="$(quick_flags "$a")"; else b=""; fi
-    budgets_json+="$a=$b"$'\n'
-done
+# How run.sh was called (bench.json), and the machine (machine.json, machine.md): aggregate.py writes them.
 CMDLINE="./run.sh ${ORIG_ARGS[*]}"
-[ -z "$RUN_TASK" ] && BENCH_QUICK="$QUICK" BENCH_TT="$TOTAL_TIMESTEPS" BENCH_CMD="${CMDLINE% }" BENCH_BUDGETS="$budgets_json" \
-    BENCH_SEEDS="${RUN_SEEDS[*]}" BENCH_VARIANTS="${RUN_VARIANTS[*]}" BENCH_JOBS="$JOBS" BENCH_SLURM="$SLURM" \
-    "$PYTHON" - "$OUT" "${EXTRA[@]}" <<'PY' || [ -n "$RUN_TASK" ] || die "cannot write bench.json with $PYTHON"
-import datetime, json, os, pathlib, sys
-out = pathlib.Path(sys.argv[1])
-budgets = dict(line.split("=", 1) for line in os.environ["BENCH_BUDGETS"].splitlines() if line)
-new = {
-    "command": os.environ["BENCH_CMD"], "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-    "quick": os.environ["BENCH_QUICK"] == "1", "total_timesteps": int(os.environ["BENCH_TT"]) if os.environ["BENCH_TT"] else None,
-    "extra": sys.argv[2:], "budgets": budgets, "seeds": [int(s) for s in os.environ["BENCH_SEEDS"].split()],
-    "variants": os.environ["BENCH_VARIANTS"].split(), "python": sys.executable, "jobs": int(os.environ["BENCH_JOBS"]),
-    "slurm": os.environ["BENCH_SLURM"] == "1",
-}
-if (out / "bench.json").is_file():  # --append: one record for all the calls
-    old = json.load(open(out / "bench.json"))
-    new = {**old, "command": f"{old['command']}; then {new['command']}", "quick": old["quick"] or new["quick"],
-           "total_timesteps": new["total_timesteps"] or old["total_timesteps"], "extra": old["extra"] or new["extra"],
-           "budgets": {**old["budgets"], **new["budgets"]}, "seeds": sorted(set(old["seeds"]) | set(new["seeds"])),
-           "jobs": max(old.get("jobs", 1), new["jobs"]), "slurm": old.get("slurm", False) or new["slurm"]}
-json.dump(new, open(out / "bench.json", "w"), indent=2)
-PY
+if [ -z "$RUN_TASK" ]; then # a Slurm task leaves bench.json to the submission
+    bench=(--record-bench "$OUT" "--command=${CMDLINE% }" "--seeds=${RUN_SEEDS[*]}" "--variants=${RUN_VARIANTS[*]}" "--jobs=$JOBS")
+    for a in "${RUN_ALGOS[@]}"; do
+        if [ "$QUICK" = 1 ]; then bench+=("--budget=$a=$(quick_flags "$a")"); else bench+=("--budget=$a="); fi
+    done
+    [ "$QUICK" = 0 ] || bench+=(--quick)
+    [ -z "$TOTAL_TIMESTEPS" ] || bench+=("--total-timesteps=$TOTAL_TIMESTEPS")
+    [ "$SLURM" = 0 ] || bench+=(--slurm)
+    "$PYTHON" "$ROOT/aggregate.py" "${bench[@]}" -- ${EXTRA[@]+"${EXTRA[@]}"} || die "cannot write bench.json with $PYTHON"
+fi
 
 record_machine() { # a Slurm submission records nothing here: its task 0 records the compute node it runs on
     if [ "$SLURM" = 1 ] || { [ -n "$RUN_TASK" ] && [ "${RUN_TASK#*:}" != 0 ]; }; then return 0; fi
-    MACHINE_JOBS="$JOBS" MACHINE_CPU_SETS="${CPU_SETS[*]-}" MACHINE_GPUS="${RUN_GPUS[*]-}" "$PYTHON" - "$OUT" "$ROOT" <<'PY'
-
-import json, os, pathlib, platform, shutil, subprocess, sys
-from importlib import metadata
-
-out, root = pathlib.Path(sys.argv[1]), sys.argv[2]
-
-
-def cmd(*args):
-    try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=root).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def version(name):
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-gpu = ""
-if shutil.which("nvidia-smi"):
-    gpu = cmd("nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader").replace("\n", "; ")
-if not gpu:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpu = "; ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-    except Exception:
-        pass
-cpu_model = ""
-try:
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
-except OSError:
-    pass
-cpu_model = cpu_model or cmd("sysctl", "-n", "machdep.cpu.brand_string") or platform.processor() or platform.machine()
-usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-commit = cmd("git", "describe", "--always", "--dirty", "--abbrev=12")
-info = {
-    "gpu": gpu or None,
-    "cpu_model": cpu_model,
-    "cpu_count": os.cpu_count(),
-    "cpus_usable": usable,
-    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-    "os": platform.platform(),
-    "python": platform.python_version(),
-    **{name: version(name) for name in ["torch", "tensordict", "gymnasium", "envpool", "mujoco", "numpy"]},
-    "git_commit": commit or "unknown",
-    "jobs": int(os.environ["MACHINE_JOBS"]),  # runs at once; with more than one, each its own cores and GPU:
-    "cpu_sets": os.environ["MACHINE_CPU_SETS"].split() or None,  # run slot k's cores (taskset)
-    "gpus": os.environ["MACHINE_GPUS"].split() or None,  # the GPUs the slots take in turn (CUDA_VISIBLE_DEVICES)
-}
-(out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
-(out / "machine.md").write_text("# Machine\n\n" + "".join(f"- {k}: {'none' if v is None else v}\n" for k, v in info.items()))
-print(f"run.sh: machine: {info['gpu'] or 'no GPU'}; {cpu_model}, {os.cpu_count()} cores; torch {info['torch']}")
-PY
+    "$PYTHON" "$ROOT/aggregate.py" --record-machine "$OUT" "--jobs=$JOBS" "--cpu-sets=${CPU_SETS[*]-}" "--gpus=${RUN_GPUS[*]-}"
 }
 record_machine || echo "run.sh: warning: could not record the machine" >&2
 
@@ -596,7 +401,7 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     eval "local cmd=(${P_CMD[$1]})"
     if [ ! -f "$file" ]; then
         echo "[$((i + 1))/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
-        printf '%s\t%s\t%s\tmissing\t\t\t\t%s\n' "$a" "$v" "$s" "$shown" >>"$record"
+        runs_row "$a" "$v" "$s" missing "" "" "" "$shown" >>"$record"
         return 1
     fi
     if [ -n "$cpus" ]; then pin=(env "OMP_NUM_THREADS=$(($(tr -cd , <<<"$cpus" | wc -c) + 1))" taskset -c "$cpus") where=" [cores $cpus]"; fi
@@ -618,7 +423,7 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     else
         status=failed
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$record"
+    runs_row "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$record"
     if [ "$status" = finished ]; then
         info="$("$PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1])); r = s.get("episodic_return")
 print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1f" % r))' "$summary" 2>/dev/null)"
@@ -642,7 +447,7 @@ if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no agg
     mkdir -p "$OUT/tasks"
     record="$OUT/tasks/${RUN_TASK/:/.}.tsv"
     # what stays if Slurm kills the task (its time limit, scancel, a node lost): the run as failed; run_one replaces it
-    printf '%s\t%s\t%s\tfailed\t\t\t%s\t%s\n' "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
+    runs_row "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" failed "" "" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
     run_one "$i" "$record.new" "" ""
     rc=$?
     mv "$record.new" "$record"
@@ -673,7 +478,7 @@ if [ "$SLURM" = 1 ]; then # submit: a job array of the runs (at most --jobs at o
     exit 0
 fi
 
-[ -e "$OUT/runs.tsv" ] || printf '%s\n' "$RUNS_HEADER" >"$OUT/runs.tsv"
+[ -e "$OUT/runs.tsv" ] || runs_row "${RUNS_COLUMNS[@]}" >"$OUT/runs.tsv"
 echo "run.sh: $TOTAL runs into $OUT" $([ "$JOBS" -gt 1 ] && echo "($JOBS at once)")
 if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the running script
     trap 'INTERRUPTED=1' INT TERM # the running script gets the Ctrl-C too and writes its summary as "interrupted"

@@ -1,7 +1,9 @@
-"""run.sh, the benchmark driver: its aggregation on synthetic runs, the driver on stand-in scripts (failures, a
-missing script, pass-through flags, Ctrl-C), and `--quick` on the real SAC pair end to end."""
+"""run.sh, the benchmark driver: aggregate.py (its Python) on folders of summaries, the aggregation through run.sh on
+synthetic runs, the driver on stand-in scripts (failures, a missing script, pass-through flags, Ctrl-C), and `--quick` on
+the real SAC pair end to end."""
 
 import csv
+import importlib.util
 import json
 import os
 import pathlib
@@ -11,9 +13,20 @@ import sys
 import textwrap
 import time
 
-from conftest import ROOT, SUMMARY_KEYS
+from helpers.scripts import ROOT, SUMMARY_KEYS
 
 RUN_SH = ROOT / "run.sh"
+
+
+def load_aggregate():
+    """Import aggregate.py, run.sh's Python, from beside run.sh."""
+    spec = importlib.util.spec_from_file_location("aggregate", ROOT / "aggregate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+aggregate = load_aggregate()
 
 
 def run_sh(*args, env=None, check=None):
@@ -35,7 +48,7 @@ def read_results(out):
 def md_rows(out):
     """results.md's table rows as {(algorithm, variant): {column: cell}}."""
     lines = (out / "results.md").read_text().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("| algorithm | variant |"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("| algorithm | variant |"))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = {}
     for line in lines[start + 2 :]:
@@ -94,6 +107,114 @@ def write_run(parent, algorithm, variant, seed, sps, ret, status="finished", ret
     return run_dir
 
 
+RUNS_TSV_HEADER = "algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n"
+
+
+def test_aggregate_py_groups_runs_and_records_failures(tmp_path):
+    """aggregate.py on its own, on summary.json files and a runs.tsv: a results.csv row per run in the order given, a
+    results.md row per algorithm and variant; a run that left no summary.json and one whose summary.json cannot be read
+    are recorded as failed, with the reason."""
+    out = tmp_path / "bench"
+    write_run(out / "a", "td3_continuous_action", "fast", 1, 300.0, 3.0)
+    write_run(out / "b", "sac_continuous_action", "fast", 2, 200.0, 2.0)
+    write_run(out / "c", "sac_continuous_action", "fast", 1, 100.0, None)
+    write_run(out / "d", "sac_continuous_action", "baseline", 1, 50.0, 4.0)
+    (out / "e").mkdir()
+    (out / "e/summary.json").write_text('{"script": ')  # cut off
+    (out / "logs").mkdir()
+    (out / "logs/x.log").write_text("step 1\rstep 2\nValueError: bad\n")  # a progress bar redraws its line after \r
+    (out / "runs.tsv").write_text(
+        RUNS_TSV_HEADER + "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/x.log\tpython x.py\n"
+    )
+
+    aggregate.aggregate(
+        out, algorithms=["sac_continuous_action", "td3_continuous_action"], variants=["baseline", "fast", "compile"]
+    )
+
+    rows = read_results(out)
+    assert list(rows[0]) == aggregate.COLUMNS
+    assert [(r["algorithm"], r["variant"], r["seed"], r["status"]) for r in rows] == [
+        ("sac_continuous_action", "baseline", "1", "finished"),
+        ("sac_continuous_action", "fast", "1", "finished"),
+        ("sac_continuous_action", "fast", "2", "finished"),
+        ("sac_continuous_action", "compile", "1", "failed"),
+        ("td3_continuous_action", "fast", "1", "finished"),
+        ("?", "?", "", "failed"),  # names it does not know come last
+    ]
+    assert (rows[3]["exit_code"], rows[3]["error"], rows[3]["command"]) == ("1", "ValueError: bad", "python x.py")
+    assert rows[5]["error"].startswith("unreadable summary.json") and rows[5]["run_dir"] == "e"
+    assert (rows[1]["env_id"], rows[1]["compile"], rows[1]["total_timesteps"]) == ("HalfCheetah-v4", "False", "3000")
+
+    table = md_rows(out)
+    assert list(table) == [
+        ("sac_continuous_action", "baseline"),
+        ("sac_continuous_action", "fast"),
+        ("sac_continuous_action", "compile"),
+        ("td3_continuous_action", "fast"),
+        ("?", "?"),
+    ]
+    columns = ["algorithm", "variant", "env", "steps", "runs", "steps/s median", "steps/s range", "speed-up", "warm-up s"]
+    assert list(table[("sac_continuous_action", "fast")]) == columns + ["episodic return"]
+    fast = table[("sac_continuous_action", "fast")]
+    assert (fast["runs"], fast["steps/s median"], fast["steps/s range"], fast["speed-up"]) == (
+        "2/2",
+        "150",
+        "100–200",
+        "3.00x",
+    )
+    assert fast["episodic return"] == "2.0 (1 run) (1 of 2 runs had a finished episode)"
+    assert (fast["env"], fast["steps"], fast["warm-up s"]) == ("HalfCheetah-v4", "3,000", "1.0")
+    failed = table[("sac_continuous_action", "compile")]
+    assert (failed["runs"], failed["steps/s median"], failed["speed-up"]) == ("0/1", "–", "–")
+    assert table[("td3_continuous_action", "fast")]["speed-up"] == "–"  # no baseline to compare with
+    md = (out / "results.md").read_text()
+    assert "### sac_continuous_action compile seed 1: failed (exit 1)" in md and "\nstep 2\nValueError: bad\n" in md
+    assert "### ? ? seed nan: failed" in md and "unreadable summary.json" in md
+    for name in ["sps_sac_continuous_action.png", "curves_sac_continuous_action.png", "sps_td3_continuous_action.png"]:
+        check_png(out / name)
+
+
+def test_aggregate_py_orders_rows_by_the_lists_it_is_given(tmp_path):
+    """run.sh's lists order the rows; a name not in them comes after those that are, by name; no lists: all by name."""
+    out = tmp_path / "bench"
+    for variant in ["baseline", "fast", "compile_cudagraphs", "compile"]:
+        write_run(out / variant, "dqn", variant, 1, 100.0, 1.0)
+    aggregate.aggregate(out, algorithms=["dqn"], variants=["fast", "compile", "baseline"])
+    assert [r["variant"] for r in read_results(out)] == ["fast", "compile", "baseline", "compile_cudagraphs"]
+    assert [variant for _, variant in md_rows(out)] == ["fast", "compile", "baseline", "compile_cudagraphs"]
+    aggregate.main([str(out)])
+    assert [r["variant"] for r in read_results(out)] == ["baseline", "compile", "compile_cudagraphs", "fast"]
+    aggregate.main([str(out), "--algorithms", "dqn", "--variants", "compile_cudagraphs,baseline"])
+    assert [r["variant"] for r in read_results(out)] == ["compile_cudagraphs", "baseline", "compile", "fast"]
+
+
+def test_aggregate_py_records_how_run_sh_was_called_and_the_machine(tmp_path):
+    """--record-bench: bench.json, the flags after -- kept as given, an --append merged into one record;
+    --record-machine: machine.json and machine.md with the split of --jobs."""
+    aggregate.main(
+        ["--record-bench", str(tmp_path), "--command=./run.sh --quick", "--quick", "--budget=dqn=--total-timesteps 12000"]
+        + ["--seeds=1 2", "--variants=baseline fast", "--", "--seeds", "9"]
+    )
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert bench["extra"] == ["--seeds", "9"] and bench["seeds"] == [1, 2] and bench["variants"] == ["baseline", "fast"]
+    assert bench["quick"] is True and bench["total_timesteps"] is None and bench["jobs"] == 1 and bench["slurm"] is False
+    aggregate.main(
+        ["--record-bench", str(tmp_path), "--command=./run.sh --append", "--budget=sac_continuous_action="]
+        + ["--total-timesteps=500", "--seeds=3", "--variants=fast", "--jobs=2", "--slurm"]
+    )
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert bench["command"] == "./run.sh --quick; then ./run.sh --append"
+    assert bench["budgets"] == {"dqn": "--total-timesteps 12000", "sac_continuous_action": ""}
+    assert (bench["seeds"], bench["total_timesteps"], bench["jobs"], bench["slurm"]) == ([1, 2, 3], 500, 2, True)
+    assert bench["quick"] is True and bench["extra"] == ["--seeds", "9"]
+
+    aggregate.main(["--record-machine", str(tmp_path), "--jobs=2", "--cpu-sets=0 1", "--gpus="])
+    machine = json.loads((tmp_path / "machine.json").read_text())
+    assert (machine["jobs"], machine["cpu_sets"], machine["gpus"]) == (2, ["0", "1"], None)
+    assert machine["cpu_count"] == os.cpu_count() and machine["python"] and machine["torch"] != "not installed"
+    assert "- cpu_sets: ['0', '1']" in (tmp_path / "machine.md").read_text()
+
+
 def test_aggregate_synthetic(tmp_path):
     out = tmp_path / "bench"
     runs = out / "runs"
@@ -111,7 +232,8 @@ def test_aggregate_synthetic(tmp_path):
     )
     (out / "runs.tsv").write_text(
         "algorithm\tvariant\tseed\tstatus\texit_code\tsummary\tlog\tcommand\n"
-        "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/sac_continuous_action__compile__seed1.log\tpython x.py --compile\n"
+        "sac_continuous_action\tcompile\t1\tfailed\t1\t\tlogs/sac_continuous_action__compile__seed1.log\t"
+        "python x.py --compile\n"
     )
 
     run_sh("--aggregate", out, check=0)
@@ -210,14 +332,16 @@ FAKE_SCRIPT = textwrap.dedent("""
             status, code = "interrupted", 130
     run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
     run_dir.mkdir(parents=True)
-    (run_dir / "metrics.csv").write_text("global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n")
+    metrics = "global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n"
+    (run_dir / "metrics.csv").write_text(metrics)
     args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv,
-            "cores": sorted(os.sched_getaffinity(0)), "omp": os.environ.get("OMP_NUM_THREADS"), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "cores": sorted(os.sched_getaffinity(0)), "omp": os.environ.get("OMP_NUM_THREADS"),
+            "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
     if script.endswith("_torchcompile"):
         args.update(compile=compile_, compile_mode=flag("--compile-mode", "default"), cudagraphs=graphs)
-    summary = {"script": script, "algo": "fake", "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch_version": "none",
-               "world_size": 1, "global_step": 200, "sps": 50.0 * seed, "wall_time_s": 1.0, "warmup_s": 0.1, "episodic_return": 2.5,
-               "episodes": 2, "status": status, "args": args}
+    summary = {"script": script, "algo": "fake", "device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(),
+               "torch_version": "none", "world_size": 1, "global_step": 200, "sps": 50.0 * seed, "wall_time_s": 1.0,
+               "warmup_s": 0.1, "episodic_return": 2.5, "episodes": 2, "status": status, "args": args}
     path = run_dir / "summary.json"
     path.write_text(json.dumps(summary))
     print(path)
@@ -258,6 +382,10 @@ def test_driver_failures_missing_scripts_and_flags(tmp_path):
 
     rows = read_results(out)
     assert len(rows) == 12  # 2 algorithms x 3 variants x 2 seeds, each one recorded
+    recorded = aggregate.read_runs(out)  # runs.tsv, as run.sh writes it and aggregate.py reads it
+    assert len(recorded) == 12 and sorted({r["status"] for r in recorded}) == ["failed", "finished", "missing"]
+    assert all(r["summary"] for r in recorded if r["status"] == "finished")
+    assert all(r["command"].startswith("python ") for r in recorded)
     status = {(r["algorithm"], r["variant"], r["seed"]): r["status"] for r in rows}
     for seed in "12":
         assert status[("sac_continuous_action", "baseline", seed)] == "finished"
@@ -427,8 +555,13 @@ def test_jobs_pass_ctrl_c_on_to_every_running_run(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    while not (marker.exists() and len(list(out.glob("runs/dqn/baseline/seed2/*/summary.json")))) and proc.poll() is None:
-        time.sleep(0.05)  # seed 1 hangs, seed 2 has finished
+    # seed 1 hangs; seed 2 has finished and run.sh has recorded it (its summary.json alone is written before its
+    # script exits, and a Ctrl-C in between would interrupt it)
+    runs_tsv = out / "runs.tsv"
+    while proc.poll() is None and not (
+        marker.exists() and runs_tsv.is_file() and "dqn\tbaseline\t2\tfinished\t" in runs_tsv.read_text()
+    ):
+        time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)  # run.sh's own process group only
     stdout, stderr = proc.communicate()

@@ -1,0 +1,627 @@
+"""The benchmark driver's Python, run by run.sh beside it: the records it keeps next to the runs (bench.json, how
+run.sh was called; machine.json and machine.md, the machine) and the results it makes from every run's summary.json
+(results.csv, results.md, the PNG plots).
+
+    python aggregate.py DIR [--algorithms A,B] [--variants V,W]    results.csv, results.md and plots in DIR
+    python aggregate.py --record-bench DIR --command ... [-- FLAGS]  bench.json
+    python aggregate.py --record-machine DIR [--jobs N] ...         machine.json, machine.md
+
+run.sh defines the algorithms and the variants and passes them here (--algorithms, --variants) to order the tables and
+colour the plots. It also defines the columns of runs.tsv, its record of every attempted run: read_runs() reads the rows
+by the names in that file's header.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+# results.csv: one row per run, with these columns
+COLUMNS = [
+    "algorithm",
+    "variant",
+    "seed",
+    "status",
+    "env_id",
+    "sps",
+    "episodic_return",
+    "episodes",
+    "global_step",
+    "total_timesteps",
+    "wall_time_s",
+    "warmup_s",
+    "compile",
+    "compile_mode",
+    "cudagraphs",
+    "device",
+    "gpu_name",
+    "cpu_count",
+    "torch_version",
+    "script",
+    "exit_code",
+    "error",
+    "run_dir",
+    "log",
+    "command",
+]
+# the columns written as "" where a run has no value (the others as nothing at all)
+TEXT_COLUMNS = ["exit_code", "error", "run_dir", "log", "command"]
+# results.md's table: one row per algorithm and variant
+TABLE_COLUMNS = [
+    "algorithm",
+    "variant",
+    "env",
+    "steps",
+    "runs",
+    "steps/s median",
+    "steps/s range",
+    "speed-up",
+    "warm-up s",
+    "episodic return",
+]
+# the flags that name a run's variant, and what a script without the flag runs with
+FLAG_DEFAULTS = {
+    "env_id": None,
+    "seed": None,
+    "compile": False,
+    "compile_mode": None,
+    "cudagraphs": False,
+    "total_timesteps": None,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The runs: runs.tsv's rows and the summary.json files
+
+
+def read_runs(folder):
+    """runs.tsv's rows as dicts (by the names in its header, run.sh's RUNS_COLUMNS); [] where there is no runs.tsv."""
+    path = folder / "runs.tsv"
+    if not path.is_file():
+        return []
+    rows = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    return rows.astype({"seed": int}).to_dict("records")
+
+
+def log_tail(folder, log, n=20):
+    """The last n lines of a run's log as a terminal shows them: a progress bar redraws its line after each \\r."""
+    if not log or not (folder / log).is_file():
+        return []
+    lines = (folder / log).read_text(errors="replace").splitlines()
+    return [line.split("\r")[-1].rstrip() for line in lines][-n:]
+
+
+def variant_name(flags):
+    """A fast script's variant as --variants names it: compile, the compile mode, cudagraphs, or else fast."""
+    mode = (flags["compile_mode"] or "default").replace("-", "_")
+    parts = []
+    if flags["compile"]:
+        parts.append("compile")
+    if mode != "default":
+        parts.append(mode)
+    if flags["cudagraphs"]:
+        parts.append("cudagraphs")
+    return "_".join(parts) or "fast"
+
+
+def read_summary(folder, path, row):
+    """A run's record: its summary.json, then what its runs.tsv row (or {}) says, which wins."""
+    row["run_dir"] = os.path.relpath(path.parent, folder)
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return {"algorithm": "?", "variant": "?", **row, "status": "failed", "error": f"unreadable summary.json: {e}"}
+    # every flag is in args; older summaries also had env_id, seed, compile and cudagraphs at the top level
+    args = summary.get("args") or {}
+    flags = {}
+    for key, default in FLAG_DEFAULTS.items():
+        flags[key] = args.get(key, summary.get(key, default))
+    algorithm = summary.get("script", "?").removesuffix("_torchcompile")
+    if summary.get("script") == algorithm:
+        variant = "baseline"
+    else:
+        variant = variant_name(flags)
+    record = {key: summary[key] for key in COLUMNS if key in summary}
+    record.update(flags)
+    record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")
+    record.update(row)
+    return record
+
+
+def collect_runs(folder):
+    """One record per run: runs.tsv's rows (it knows the runs that left no summary.json), then any other summary.json
+    under the folder; each run that did not finish with the reason why."""
+    records = []
+    seen = set()
+    for row in read_runs(folder):
+        summary = folder / row["summary"]
+        if row["summary"] and summary.is_file():
+            seen.add(summary.resolve())
+            records.append(read_summary(folder, summary, row))
+        else:
+            records.append(row)
+    for path in sorted(folder.rglob("summary.json")):
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            records.append(read_summary(folder, path, {}))
+    for record in records:
+        if record["status"] == "finished" or "error" in record:
+            continue
+        if record["status"] == "missing":
+            record["error"] = "script not found: " + record["command"]
+        else:  # the last line its log shows
+            lines = [line for line in log_tail(folder, record.get("log")) if line.strip()] or [""]
+            record["error"] = lines[-1][:300]
+    return records
+
+
+def sort_runs(runs, algorithms, variants):
+    """Rows in run.sh's order of algorithms, then of variants (other names after them, by name), then by seed."""
+    names = list(algorithms) + list(variants) + sorted(set(runs.algorithm) | set(runs.variant))
+    rank = {name: i for i, name in enumerate(dict.fromkeys(names))}
+
+    def sort_key(column):
+        if column.name == "seed":
+            return pd.to_numeric(column, errors="coerce").fillna(0)
+        return column.map(rank)
+
+    return runs.sort_values(["algorithm", "variant", "seed"], key=sort_key)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Per algorithm and variant: steps/s, warm-up and return over the runs that finished
+
+
+def count_finished(statuses):
+    return statuses.eq("finished").sum()
+
+
+def seed_values(values):
+    return values.dropna().tolist()
+
+
+def env_ids(ids):
+    return ", ".join(sorted(set(ids.dropna()) - {""}))
+
+
+def step_budgets(steps):
+    return "/".join(f"{t:,}" for t in sorted(set(steps.dropna())))
+
+
+def variant_stats(runs):
+    """One row per algorithm and variant, in the runs' order: counts, steps/s (median, range, every seed's), warm-up,
+    return (mean, std), the env ids and budgets, and the speed-up over the baseline (a ratio of medians)."""
+    keys = ["algorithm", "variant"]
+    done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float, "warmup_s": float})
+    measured = done[["sps", "warmup_s", "episodic_return", "env_id", "total_timesteps"]]
+    groups = runs[keys + ["status"]].join(measured).groupby(keys, sort=False)
+    stats = groups.agg(
+        runs=("status", "size"),
+        finished=("status", count_finished),
+        seeds=("sps", seed_values),
+        median=("sps", "median"),
+        low=("sps", "min"),
+        high=("sps", "max"),
+        warmup=("warmup_s", "median"),
+        rets=("episodic_return", "count"),
+        ret_mean=("episodic_return", "mean"),
+        ret_std=("episodic_return", "std"),
+        env=("env_id", env_ids),
+        steps=("total_timesteps", step_budgets),
+    ).reset_index()
+    baseline = stats[stats.variant == "baseline"].set_index("algorithm")["median"]
+    stats["speedup"] = stats["median"] / stats.algorithm.map(baseline)
+    return stats
+
+
+def device_name(runs, machine):
+    """The machine in a few words: what machine.json says, else what the runs say."""
+    if machine:
+        return machine.get("gpu") or f"CPU only, {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores"
+    cpus = "/".join(sorted({str(c) for c in runs.cpu_count.dropna() if c})) or "?"
+    return ", ".join(sorted({g for g in runs.gpu_name.dropna() if g})) or f"CPU, {cpus} cores"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The plots, two per algorithm
+
+
+def plot_speeds(folder, algorithm, rows, device, colors):
+    """sps_<algorithm>.png: steps/s per variant; a bar for the median, whiskers for the range, a dot per seed."""
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")
+    below = (rows["median"] - rows.low).to_numpy()
+    above = (rows.high - rows["median"]).to_numpy()
+    bar_colors = [colors.get(variant, "grey") for variant in rows.variant]
+    ax.bar(range(len(rows)), rows["median"], yerr=[below, above], capsize=4, color=bar_colors, alpha=0.8)
+    for i, st in enumerate(rows.itertuples()):
+        ax.scatter([i] * len(st.seeds), st.seeds, color="black", s=10, zorder=3)
+        if pd.isna(st.median):
+            ax.text(i, 0, "no finished run", ha="center", va="bottom", rotation=90, fontsize=8)
+        elif pd.notna(st.speedup):
+            ax.annotate(f"{st.speedup:.2f}x", (i, st.high), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
+    ax.set_xticks(range(len(rows)), rows.variant, rotation=15)
+    ax.set(ylabel="steps/s (median, range over seeds)", ylim=(0, None))
+    ax.set_title(f"{algorithm}\n{device}", fontsize=9)
+    fig.savefig(folder / f"sps_{algorithm}.png", dpi=100)
+    plt.close(fig)
+
+
+def plot_curves(folder, algorithm, runs, device, colors):
+    """curves_<algorithm>.png: episodic return against steps and against wall time, one line per run."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="tight")
+    labelled = set()  # one legend entry per variant
+    for run in runs[(runs.algorithm == algorithm) & (runs.run_dir != "")].itertuples():
+        try:
+            metrics = pd.read_csv(folder / run.run_dir / "metrics.csv").reindex(
+                columns=["global_step", "wall_time_s", "episodic_return"]
+            )
+        except (OSError, ValueError):  # no metrics.csv, or an empty or broken one
+            continue
+        metrics = metrics.apply(pd.to_numeric, errors="coerce").dropna(subset=["global_step", "episodic_return"])
+        if len(metrics) == 0:
+            continue
+        marker = None
+        if len(metrics) < 30:  # a few points: show each
+            marker = "."
+        style = {"color": colors.get(run.variant, "grey"), "alpha": 0.8, "lw": 1.2, "marker": marker}
+        label = run.variant
+        if run.variant in labelled:
+            label = None
+        axes[0].plot(metrics.global_step, metrics.episodic_return, label=label, **style)
+        axes[1].plot(metrics.wall_time_s, metrics.episodic_return, **style)
+        labelled.add(run.variant)
+    for axis, xlabel in zip(axes, ["environment steps", "wall time (s)"]):
+        axis.set(xlabel=xlabel, ylabel="episodic return (last 20 episodes)")
+        axis.grid(alpha=0.3)
+        message = "no episode finished"
+        if labelled:
+            message = ""
+        axis.text(0.5, 0.5, message, ha="center", va="center", transform=axis.transAxes)
+    if labelled:
+        axes[0].legend(fontsize=8)
+    fig.suptitle(f"{algorithm}: {device}", fontsize=9)
+    fig.savefig(folder / f"curves_{algorithm}.png", dpi=100)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# results.md
+
+
+def header_lines(runs, bench):
+    """The runs' count by status, how run.sh was called, and the budgets."""
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(runs.status.value_counts().items()))
+    lines = ["# Benchmark results", "", f"{len(runs)} runs: {counts}."]
+    if bench.get("command"):
+        made = f"Made with `{bench['command']}`"
+        if bench.get("started"):
+            made += f", started {bench['started']}"
+        lines.append(made + ".")
+    lines.append("")
+    if bench.get("quick"):
+        lines.append(
+            "**Budgets: `--quick`**, tiny runs for a smoke test (flags below); "
+            "these steps/s and returns are NOT representative of the default budgets."
+        )
+    elif bench.get("total_timesteps") or bench.get("extra"):
+        changed = []
+        if bench.get("total_timesteps"):
+            changed.append(f"--total-timesteps {bench['total_timesteps']}")
+        changed += bench.get("extra") or []
+        flags = " ".join(flag for flag in changed if flag)
+        lines.append(f"**Budgets: not the defaults**: {flags} (the steps column gives each run's budget).")
+    elif bench:
+        lines.append("Budgets: the scripts' defaults.")
+    for algorithm, flags in (bench.get("budgets") or {}).items():
+        if flags:
+            lines.append(f"- `{algorithm}`: `{flags}`")
+    if bench.get("jobs", 1) > 1:
+        slurm = ""
+        if bench.get("slurm"):
+            slurm = ", Slurm"
+        lines.append(
+            f"**Runs {bench['jobs']} at a time** (`--jobs`{slurm}): where runs shared a machine, "
+            "their steps/s do not compare with runs made alone."
+        )
+    return lines
+
+
+def machine_lines(machine, device):
+    lines = ["", "## Machine", ""]
+    for key, value in machine.items():
+        if value in (None, ""):
+            value = "none"
+        lines.append(f"- {key}: {value}")
+    if not machine:
+        lines.append(f"- not recorded (no machine.json); the runs say: {device}")
+    return lines
+
+
+def table_row(st):
+    """One algorithm and variant in results.md's table."""
+    fmt = "{:,.1f}".format
+    if st.median >= 100:  # one precision per row, set by its median
+        fmt = "{:,.0f}".format
+    median = "–"
+    spread = "–"
+    if pd.notna(st.median):
+        median = fmt(st.median)
+        spread = f"{fmt(st.low)}–{fmt(st.high)}"
+    speedup = "–"
+    if pd.notna(st.speedup):
+        speedup = f"{st.speedup:.2f}x"
+    warmup = "–"
+    if pd.notna(st.warmup):
+        warmup = f"{st.warmup:,.1f}"
+    if not st.rets:
+        ret = "–"
+    elif st.rets == 1:
+        ret = f"{st.ret_mean:,.1f} (1 run)"
+    else:
+        ret = f"{st.ret_mean:,.1f} ± {st.ret_std:,.1f}"
+    if 0 < st.rets < st.finished:
+        ret += f" ({st.rets} of {st.finished} runs had a finished episode)"
+    cells = [st.algorithm, st.variant, st.env or "–", st.steps or "–", f"{st.finished}/{st.runs}", median, spread]
+    cells += [speedup, warmup, ret]
+    return "| " + " | ".join(cells) + " |"
+
+
+def table_lines(stats):
+    lines = ["", "## Steps per second and final return", ""]
+    lines.append("| " + " | ".join(TABLE_COLUMNS) + " |")
+    lines.append("| --- " * len(TABLE_COLUMNS) + "|")
+    for st in stats.itertuples():
+        lines.append(table_row(st))
+    lines += [
+        "",
+        "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of "
+        "each run; median and range (min–max) over the seeds that finished; warm-up s: the burn-in's wall time "
+        "(`warmup_s`), median.",
+        "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
+        "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
+        "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
+        "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`; "
+        "compile_<mode> = fast `--compile --compile-mode <mode>`.",
+        "",
+    ]
+    if len(stats):
+        lines += ["## Plots", ""]
+    for algorithm in stats.algorithm.unique():
+        lines += [f"### {algorithm}", "", f"![sps_{algorithm}.png](sps_{algorithm}.png)"]
+        lines += [f"![curves_{algorithm}.png](curves_{algorithm}.png)", ""]
+    return lines
+
+
+def failure_lines(folder, runs):
+    """Each run that did not finish: its command and the end of its log (or why it has none)."""
+    failed = runs[runs.status != "finished"]
+    lines = []
+    if len(failed):
+        lines += ["## Runs that did not finish", ""]
+    for run in failed.itertuples():
+        title = f"### {run.algorithm} {run.variant} seed {run.seed}: {run.status}"
+        if run.exit_code:
+            title += f" (exit {run.exit_code})"
+        lines += [title, ""]
+        if run.command:
+            lines += [f"`{run.command}`", ""]
+        tail = log_tail(folder, run.log)
+        if tail:
+            lines += [f"End of `{run.log}`:", "", "```text"]
+            lines += [line.replace("```", "'''") for line in tail]  # a fence inside would end the block
+            lines.append("```")
+        elif run.error:
+            lines.append(run.error)
+        lines.append("")
+    return lines
+
+
+def read_json(path):
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())
+
+
+def aggregate(folder, algorithms=(), variants=()):
+    """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it. algorithms
+    and variants (run.sh's lists) order the tables; the variants also give the plots their colours. Returns the runs
+    as results.csv has them."""
+    folder = pathlib.Path(folder).resolve()
+    runs = pd.DataFrame(collect_runs(folder), columns=COLUMNS, dtype=object)
+    runs = runs.fillna(dict.fromkeys(TEXT_COLUMNS, ""))
+    runs = sort_runs(runs, algorithms, variants)
+    runs.to_csv(folder / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
+    stats = variant_stats(runs)
+    machine = read_json(folder / "machine.json")
+    bench = read_json(folder / "bench.json")
+    device = device_name(runs, machine)
+
+    colors = {variant: f"C{i}" for i, variant in enumerate(variants)}  # matplotlib's default colours (tab10)
+    for algorithm, rows in stats.groupby("algorithm", sort=False):
+        plot_speeds(folder, algorithm, rows, device, colors)
+        plot_curves(folder, algorithm, runs, device, colors)
+
+    lines = header_lines(runs, bench) + machine_lines(machine, device) + table_lines(stats) + failure_lines(folder, runs)
+    (folder / "results.md").write_text("\n".join(lines) + "\n")
+    finished = (runs.status == "finished").sum()
+    print(f"run.sh: {len(runs)} runs ({finished} finished) -> {folder / 'results.md'}")
+    return runs
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What run.sh records beside the runs
+
+
+def write_bench(folder, command, quick, total_timesteps, extra, budgets, seeds, variants, jobs, slurm):
+    """bench.json: how run.sh was called. With --append, one record of all the calls."""
+    bench = {
+        "command": command,
+        "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "quick": quick,
+        "total_timesteps": total_timesteps,
+        "extra": extra,
+        "budgets": budgets,
+        "seeds": seeds,
+        "variants": variants,
+        "python": sys.executable,
+        "jobs": jobs,
+        "slurm": slurm,
+    }
+    path = folder / "bench.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        new = bench
+        bench = dict(old)
+        bench.update(
+            command=f"{old['command']}; then {new['command']}",
+            quick=old["quick"] or new["quick"],
+            total_timesteps=new["total_timesteps"] or old["total_timesteps"],
+            extra=old["extra"] or new["extra"],
+            budgets={**old["budgets"], **new["budgets"]},
+            seeds=sorted(set(old["seeds"]) | set(new["seeds"])),
+            jobs=max(old.get("jobs", 1), new["jobs"]),
+            slurm=old.get("slurm", False) or new["slurm"],
+        )
+    path.write_text(json.dumps(bench, indent=2))
+
+
+def output_of(*command):
+    """What a command prints, stripped; "" where it is missing or fails."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def record_machine(folder, jobs=1, cpu_sets=(), gpus=()):
+    """machine.json and machine.md: the GPU, the CPU, the versions, the commit, and how --jobs split the machine."""
+    gpu = ""
+    if shutil.which("nvidia-smi"):
+        gpu = output_of("nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader")
+        gpu = gpu.replace("\n", "; ")
+    if not gpu:
+        try:
+            import torch  # only here: it takes seconds to import
+
+            if torch.cuda.is_available():
+                gpu = "; ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+        except Exception:
+            pass
+    cpu_model = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if not cpu_model:  # not Linux
+        cpu_model = output_of("sysctl", "-n", "machdep.cpu.brand_string") or platform.processor() or platform.machine()
+    usable = os.cpu_count()
+    if hasattr(os, "sched_getaffinity"):
+        usable = len(os.sched_getaffinity(0))
+    info = {
+        "gpu": gpu or None,
+        "cpu_model": cpu_model,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+    for name in ["torch", "tensordict", "gymnasium", "envpool", "mujoco", "numpy"]:
+        info[name] = version(name)
+    info["git_commit"] = output_of("git", "describe", "--always", "--dirty", "--abbrev=12") or "unknown"
+    info["jobs"] = jobs  # runs at once; with more than one, each on its own cores and GPU:
+    info["cpu_sets"] = list(cpu_sets) or None  # run slot k's cores (taskset)
+    info["gpus"] = list(gpus) or None  # the GPUs the slots take in turn (CUDA_VISIBLE_DEVICES)
+    (folder / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
+    md = "# Machine\n\n"
+    for key, value in info.items():
+        if value is None:
+            value = "none"
+        md += f"- {key}: {value}\n"
+    (folder / "machine.md").write_text(md)
+    print(f"run.sh: machine: {info['gpu'] or 'no GPU'}; {cpu_model}, {os.cpu_count()} cores; torch {info['torch']}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The command line
+
+
+def name_list(text):
+    """The names in "a,b" or "a b": ["a", "b"]."""
+    return text.replace(",", " ").split()
+
+
+def main(argv):
+    if argv[:1] == ["--record-bench"]:
+        extra = []
+        if "--" in argv:  # the flags run.sh passes on to every script, after -- (they may look like our own)
+            extra = argv[argv.index("--") + 1 :]
+            argv = argv[: argv.index("--")]
+        parser = argparse.ArgumentParser(prog="aggregate.py --record-bench", description="Writes bench.json.")
+        parser.add_argument("folder", type=pathlib.Path, help="the benchmark's folder (run.sh's --out)")
+        parser.add_argument("--command", required=True, help="run.sh's command line")
+        parser.add_argument("--quick", action="store_true", help="run.sh --quick")
+        parser.add_argument("--total-timesteps", type=int, default=None, help="run.sh --total-timesteps")
+        parser.add_argument("--budget", action="append", default=[], help="ALGORITHM=FLAGS: its --quick flags, or nothing")
+        parser.add_argument("--seeds", default="", help="the seeds, space-separated")
+        parser.add_argument("--variants", default="", help="the variants this call runs, space-separated")
+        parser.add_argument("--jobs", type=int, default=1, help="run.sh --jobs")
+        parser.add_argument("--slurm", action="store_true", help="run.sh --slurm")
+        args = parser.parse_args(argv[1:])
+        run_budgets = {}
+        for item in args.budget:
+            algorithm, flags = item.split("=", 1)
+            run_budgets[algorithm] = flags
+        seeds = [int(seed) for seed in name_list(args.seeds)]
+        write_bench(
+            args.folder,
+            args.command,
+            args.quick,
+            args.total_timesteps,
+            extra,
+            run_budgets,
+            seeds,
+            name_list(args.variants),
+            args.jobs,
+            args.slurm,
+        )
+    elif argv[:1] == ["--record-machine"]:
+        parser = argparse.ArgumentParser(prog="aggregate.py --record-machine", description="Writes machine.json, machine.md.")
+        parser.add_argument("folder", type=pathlib.Path, help="the benchmark's folder (run.sh's --out)")
+        parser.add_argument("--jobs", type=int, default=1, help="run.sh --jobs: runs at once")
+        parser.add_argument("--cpu-sets", default="", help="each run slot's cores (taskset), space-separated")
+        parser.add_argument("--gpus", default="", help="the GPUs the run slots take in turn, space-separated")
+        args = parser.parse_args(argv[1:])
+        record_machine(args.folder, args.jobs, args.cpu_sets.split(), args.gpus.split())
+    else:
+        parser = argparse.ArgumentParser(prog="aggregate.py", description=__doc__.splitlines()[0])
+        parser.add_argument("folder", type=pathlib.Path, help="run.sh's --out, or any folder with summary.json files below")
+        parser.add_argument("--algorithms", default="", help="the tables' order of algorithms, comma-separated")
+        parser.add_argument("--variants", default="", help="the tables' order of variants, comma-separated (and colours)")
+        args = parser.parse_args(argv)
+        aggregate(args.folder, name_list(args.algorithms), name_list(args.variants))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
