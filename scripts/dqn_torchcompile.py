@@ -3,6 +3,7 @@
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import csv
 import json
+import math
 import os
 import pathlib
 import random
@@ -24,10 +25,8 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {
-    "reduce-overhead": "default",
-    "max-autotune": "max-autotune-no-cudagraphs",
-}  # compile modes that capture CUDA graphs: their CPU stand-ins
+# compile modes that capture CUDA graphs, and their stand-ins without CUDA
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 
 @dataclass
@@ -63,9 +62,9 @@ class Args:
     compile: bool = False
     """if toggled, the update and the policy are compiled with torch.compile"""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
-    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, the update and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    """if toggled, the update and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "CartPole-v1"
@@ -100,6 +99,43 @@ class Args:
     """the frequency of training"""
 
 
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    env = gym.make(args.env_id) if args.env_id in gym.registry else None  # gymnasium ids such as CartPole-v1, Acrobot-v1
+    flat_box = env is not None and isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
+    if not flat_box or not isinstance(env.action_space, gym.spaces.Discrete) or env.action_space.start != 0:
+        spaces = "an unknown environment" if env is None else (env.observation_space, env.action_space)
+        sys.exit(f"error: --env-id: {args.env_id} is {spaces}; DQN needs a flat Box and Discrete actions from 0")
+    check(args, "seed learning_starts measure_burnin eval_episodes", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma start_e end_e", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "tau exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
+    counts = "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
+    check_fast_flags(args)
+    if args.eval_model:  # evaluation only: no training
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def make_env(env_id, seed, idx, capture_video, video_dir):
     def thunk():
         if capture_video and idx == 0:
@@ -114,7 +150,7 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training; their returns."""
+    """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
     env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
@@ -128,19 +164,20 @@ def evaluate(args, act, video_dir):
 
 
 class ReplayBuffer:
-    """One preallocated tensor on the training device, a row per transition. Speed: a step is one copy, a sample one gather."""
+    """One preallocated tensor on the training device, a row per transition.
+    Speed: a step is one copy, a sample one gather."""
 
     def __init__(self, size, obs_dim, device):
         self.size, self.obs_dim, self.pos, self.full = size, obs_dim, 0, False
-        self.storage = torch.zeros(
-            (size, 2 * obs_dim + 3), dtype=torch.float32, device=device
-        )  # obs | next_obs | action | reward | termination
+        # columns, in the baseline's order: obs | action | next_obs | reward | termination
+        self.storage = torch.zeros((size, 2 * obs_dim + 3), dtype=torch.float32, device=device)
         self.count = torch.zeros((), dtype=torch.int64, device=device)  # rows filled, as sample() reads it
 
     def add(self, obs, next_obs, actions, rewards, terminations):
         # only a termination stops the bootstrap, never a truncation
-        rows = np.concatenate([obs, next_obs, actions[:, None], rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
-        rows, n = torch.from_numpy(rows).to(self.storage.device, non_blocking=True), len(obs)  # Speed: no wait for the device
+        rows = np.concatenate([obs, actions[:, None], next_obs, rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
+        rows = torch.from_numpy(rows).to(self.storage.device, non_blocking=True)  # Speed: no wait for the device
+        n = len(obs)
         first = min(n, self.size - self.pos)
         self.storage[self.pos : self.pos + first] = rows[:first]
         if first < n:  # (an empty copy would still cost a call per step)
@@ -150,10 +187,18 @@ class ReplayBuffer:
             self.count.fill_(self.size if self.full else self.pos + n)  # fill_ of a Python number: no sync
         self.pos = (self.pos + n) % self.size
 
-    def sample(self, batch_size):  # -> observations, actions (as floats), next observations, rewards, terminations: views
-        # Speed: indices drawn on the device below the count held there: no host wait, and fit for the compiled / graphed update
-        batch, d = self.storage[torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count], self.obs_dim
-        return batch[:, :d], batch[:, 2 * d], batch[:, d : 2 * d], batch[:, -2], batch[:, -1]
+    def sample(self, batch_size):  # the columns by name, as views (actions as floats)
+        # Speed: indices drawn on the device below the count held there: no host wait, and fit for the compiled /
+        # graphed update
+        idx = torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count
+        batch, d = self.storage[idx], self.obs_dim
+        return dict(
+            obs=batch[:, :d],
+            actions=batch[:, d],
+            next_obs=batch[:, d + 1 : 2 * d + 1],
+            rewards=batch[:, -2],
+            dones=batch[:, -1],
+        )
 
 
 # ALGO LOGIC: initialize agent here:
@@ -168,26 +213,21 @@ class QNetwork(nn.Module):
         return self.network(x)
 
 
-def q_values(params, x):
-    """QNetwork's forward on its parameter list. Speed: no nn.Module calls (a greedy step on a CPU: 29 -> 21 us)."""
-    return F.linear(
-        F.relu(F.linear(F.relu(F.linear(x, *params[:2])), *params[2:4])), *params[4:]
-    )  # weights and biases, layer by layer
-
-
 def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
     slope = (end_e - start_e) / duration
     return max(slope * t + start_e, end_e)
 
 
 def due(first_step, num_envs, frequency):
-    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency` (CleanRL's `%`, any num_envs)."""
+    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency`
+    (CleanRL's `%`, for any num_envs)."""
     return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+def compiled(fn, args: Args):
+    """torch.compile in --compile-mode. In GRAPH_MODES a replay overwrites the last one's outputs: mark a new step
+    before each call and return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode)
     if args.compile_mode not in GRAPH_MODES:
         return fn
 
@@ -198,36 +238,52 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
+def adam_settings(args: Args, device: torch.device) -> dict:
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
+    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
+    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
+    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    if args.compile:
+        return {}
+    if args.cudagraphs and device.type == "cuda":
+        return dict(capturable=True, foreach=True)
+    return dict(fused=True)
+
+
 def make_dqn(args: Args, obs_dim, n_actions, device):
     """Networks, optimizer, replay buffer and the (compiled / graphed) update and policy functions."""
-    dqn = SimpleNamespace(obs_dim=obs_dim, n_actions=n_actions)
+    dqn = SimpleNamespace()
     dqn.q_network = q_network = QNetwork(obs_dim, n_actions).to(device)
     dqn.target_network = target_network = QNetwork(obs_dim, n_actions).to(device).requires_grad_(False)
     target_network.load_state_dict(q_network.state_dict())
     dqn.rb = rb = ReplayBuffer(args.buffer_size, obs_dim, device)
-    # Speed: Adam fused in eager, capturable in graphs, plain under compile (inductor fuses it); a tensor lr: no recompile
-    adam = dict(capturable=True) if args.cudagraphs and device.type == "cuda" else {} if args.compile else dict(fused=True)
-    dqn.optimizer = optimizer = optim.Adam(q_network.parameters(), lr=torch.tensor(args.learning_rate, device=device), **adam)
-    online, targets = list(q_network.parameters()), list(target_network.parameters())
+    # Speed: a 0-d tensor lr, so that a schedule's change in place reaches the compiled step without a recompile
+    lr = torch.tensor(args.learning_rate, device=device)
+    dqn.optimizer = optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args, device))
+    online = dict(q_network.named_parameters())
+    targets, params = list(target_network.parameters()), list(online.values())
 
-    def td_loss(params, observations, actions, td_target):
-        old_val = q_values(params, observations).gather(1, actions.long().unsqueeze(1)).squeeze(1)
+    def td_loss(q_values, actions, td_target):
+        old_val = q_values.gather(1, actions.long().unsqueeze(1)).squeeze(1)
         return F.mse_loss(td_target, old_val), old_val
 
     def update():  # Speed: the whole training step (sample, loss, gradients, Adam): one compiled call or one graph replay
+        b = rb.sample(args.batch_size)
         with torch.no_grad():
-            observations, actions, next_observations, rewards, dones = rb.sample(args.batch_size)
-            target_max, _ = q_values(targets, next_observations).max(dim=1)
-            td_target = rewards + args.gamma * target_max * (1 - dones)
-        if args.compile:  # Speed: gradients from torch.func.grad, as loss.backward() and zero_grad() would break the graph
-            with torch.no_grad():  # (the compiled update: 450-500 -> ~260 us on a 2-core CPU, doc/tricks.md)
-                grads, (loss, old_val) = torch.func.grad_and_value(td_loss, has_aux=True)(
-                    online, observations, actions, td_target
-                )
-            for p, grad in zip(online, grads):
-                p.grad = grad
+            target_max, _ = target_network(b["next_obs"]).max(dim=1)
+            td_target = b["rewards"] + args.gamma * target_max * (1 - b["dones"])
+        if args.compile:
+            # Speed: gradients from torch.func.grad, as loss.backward() and zero_grad() would break the graph (the
+            # compiled update: 450-500 -> ~260 us on a 2-core CPU, doc/tricks.md). It runs the network's own forward.
+            def loss_of(params):
+                return td_loss(torch.func.functional_call(q_network, params, (b["obs"],)), b["actions"], td_target)
+
+            with torch.no_grad():
+                grads, (loss, old_val) = torch.func.grad_and_value(loss_of, has_aux=True)(online)
+            for name, p in online.items():
+                p.grad = grads[name]
         else:  # eager autograd is the faster one without compile (~410 against ~660 us)
-            loss, old_val = td_loss(online, observations, actions, td_target)
+            loss, old_val = td_loss(q_network(b["obs"]), b["actions"], td_target)
             optimizer.zero_grad()
             loss.backward()
         optimizer.step()
@@ -235,14 +291,16 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
     def policy(obs):
         with torch.no_grad():  # the greedy action, for acting and for evaluation (one observation repeated to num_envs rows)
-            return q_values(online, obs).argmax(dim=1)
+            return q_network(obs).argmax(dim=1)
 
     def update_target():
         with torch.no_grad():  # Speed: one in-place multi-tensor lerp (a copy for tau=1); no_grad, or it records history
-            torch._foreach_lerp_(targets, online, args.tau)
+            torch._foreach_lerp_(targets, params, args.tau)
 
-    dqn.update_target = update_target
-    dqn.update, dqn.policy = (compiled(update, args), compiled(policy, args)) if args.compile else (update, policy)
+    dqn.update, dqn.policy, dqn.update_target = update, policy, update_target
+    if args.compile:
+        dqn.update = compiled(update, args)
+        dqn.policy = compiled(policy, args)
     if args.cudagraphs:  # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels
         warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
         dqn.update = CudaGraphModule(dqn.update, warmup=warmup)
@@ -252,25 +310,6 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
 def main(args: Args):
     check_args(args)
-    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(
-            f"error: --compile-mode {args.compile_mode}: "
-            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
-        )
-    if args.eval_model:  # evaluation only: no training
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and (
-        flag := "--cudagraphs"
-        if args.cudagraphs
-        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
-    ):
-        print(
-            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
-        )  # (never both flags: refused above)
-        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
     log = RunLog(args, ["td_loss", "q_values", "epsilon"])
 
     # TRY NOT TO MODIFY: seeding
@@ -282,7 +321,8 @@ def main(args: Args):
     if device.type == "cpu":  # Speed: one thread: these layers are too small to gain from a second one, which costs
         torch.set_num_threads(1)  # more to wake than it does (500k-step runs on 2 cores: ~+10% eager, ~+20% compiled)
 
-    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
+    # the true final one in infos["final_obs"]
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
@@ -312,7 +352,8 @@ def main(args: Args):
         for global_step in range(0, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
             epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
-            # Speed: the coin and the random actions stay on the host, as in CleanRL: only a greedy step uses the device (one sync)
+            # Speed: the coin and the random actions stay on the host, as in CleanRL: only a greedy step uses the
+            # device (one sync)
             if random.random() < epsilon:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
             else:
@@ -341,178 +382,132 @@ def main(args: Args):
 
                 if due(global_step, args.num_envs, args.target_network_frequency):  # update target network
                     dqn.update_target()
-            if steps_done % args.log_interval < args.num_envs:  # Speed: the values are read (one sync) only on these steps
-                log.row(steps_done, dict(metrics, epsilon=epsilon))
+            # Speed: the values are read (one sync) only on these steps
+            if steps_done % args.log_interval < args.num_envs:
+                if log.row(steps_done, dict(metrics, epsilon=epsilon)):  # a value is NaN or infinite: stop here
+                    status = "diverged"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
-    act = lambda o: dqn.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[:1].cpu().numpy()
-    log.finish(steps_done, status, act, {"agent": "dqn", "model": dqn.q_network.state_dict()})
+
+    def act(obs):  # deterministic: the arg-max
+        # The compiled / captured policy takes num_envs rows: the observation is repeated.
+        obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return dqn.policy(obs)[:1].cpu().numpy()
+
+    status = log.finish(steps_done, status, act, {"agent": "dqn", "model": dqn.q_network.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    return dict(status=status, args=args, device=device, envs=envs, log=log, dqn=dqn)
 
 
-# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
-def check_args(args: Args):
-    env = gym.make(args.env_id) if args.env_id in gym.registry else None  # gymnasium ids such as CartPole-v1, Acrobot-v1
-    obs, act = (env.observation_space, env.action_space) if env else (None, None)
-    if not (
-        isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete) and act.start == 0
-    ):
-        sys.exit(
-            f"error: --env-id: {args.env_id} is {(obs, act) if env else 'an unknown environment'}; DQN needs a flat Box and Discrete actions from 0"
-        )
-    ranges = {
-        "seed learning_starts measure_burnin eval_episodes": "[0, inf)",
-        "gamma start_e end_e": "[0, 1]",
-        "learning_rate": "(0, inf)",
-        "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval": "[1, inf)",
-        "tau exploration_fraction": "(0, 1]",
-        "buffer_size": f"[{args.batch_size}, inf)",
-    }
-    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
-        low, high = map(float, interval[1:-1].split(","))
-        for name in names.split():
-            if not (
-                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
-            ):
-                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
-            args,
-            time.time(),
-            0,
-            None,
-            None,
-            None,
-        )
-        self.run_dir, self.episodes = (
-            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
-            [],
-        )
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.end, self.wandb = None, None
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                config=vars(args),
-                name=os.path.basename(self.run_dir),
-                save_code=True,
-            )
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except (OSError, ImportError) as e:
-            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(
-            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
-        )
+        except ImportError:
+            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
+        except OSError as e:
+            sys.exit(f"error: --output-dir: {e}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
     def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
         try:
             saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
                 raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(
-                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
-                    "\n", " "
-                )
-            )
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
-        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        if self.updates == self.args.measure_burnin + 1:
+            self.burnin_end = (time.time(), global_step)
 
-    def stats(
-        self, global_step
-    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = (
-            self.burnin_end or (None, global_step),
-            time.time(),
-            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
-        )
-        return dict(
-            global_step=global_step,
-            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-            episodic_return=last[0],
-            episodic_length=last[1],
-            wall_time_s=now - self.start,
-        )
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+        row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {
-            **self.stats(global_step),
-            **metrics,
-            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
-        }
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
         self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(
-            line
-            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        )
+        self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log(
-                {
-                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
-                    + ("SPS" if k == "sps" else k): v
-                    for k, v in row.items()
-                    if v is not None
-                },
-                step=global_step,
-            )
-        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
-            self.finish(global_step, "diverged", None, None)
-            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+            logged["charts/SPS"] = logged.pop("losses/sps", None)
+            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
+    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = (
-                evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                if args.eval_episodes and status == "finished"
-                else []
-            )
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(
-            script=(name := pathlib.Path(__file__).stem),
-            algo=name.split("_")[0],
-            device="cuda" if args.cuda else "cpu",
-            cpu_count=os.cpu_count(),
-            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            **self.stats(global_step),
-            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-            episodes=len(self.episodes),
-            torch_version=torch.__version__,
-            status="evaluated" if evals and args.eval_model else status,
-            eval_episodes=len(evals) or None,
-            eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None,
-            args=asdict(args),
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(
-                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                f" --measure-burnin {args.measure_burnin})",
-                file=sys.stderr,
-            )
-        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
-        print(path)  # the last line printed
-        if status == "interrupted":
-            sys.exit(130)
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))

@@ -2,6 +2,7 @@
 # NEXT_STEP autoreset), numpy 2 and torch 2.11+. The eager baseline: the honest reference for the fast variant.
 import csv
 import json
+import math
 import os
 import pathlib
 import random
@@ -89,6 +90,34 @@ class Args:
     """the target KL divergence threshold"""
 
 
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
+        sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
+    non_negative = "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
+    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    counts = "num_envs num_steps num_minibatches update_epochs log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    batch = args.num_envs * args.num_steps
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")  # one rollout
+    if batch % args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {batch}, got {args.num_minibatches}"
+        )
+    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
+        sys.exit(
+            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
+        )
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+
+
 class EpisodeTracker:
     """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
     is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
@@ -117,7 +146,10 @@ def evaluate(args, act, video_dir=None):  # envpool renders no video
     env = envpool.make(
         args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
     )  # training's envs are seeded seed .. seed + num_envs - 1
-    tracker, returns, (obs, _), done = EpisodeTracker(1), [], env.reset(), np.zeros(1, dtype=bool)
+    tracker = EpisodeTracker(1)
+    returns = []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
     while len(returns) < args.eval_episodes:
         valid = ~done  # the step after a done is envpool's reset step: its action is ignored
         obs, _, terminations, truncations, info = env.step(act(obs))
@@ -182,18 +214,9 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma, gae_lam
 
 def main(args: Args):
     check_args(args)
-    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
-        sys.exit(
-            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
-        )
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     num_iterations = args.total_timesteps // batch_size
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
     log = RunLog(
         args,
         [
@@ -306,7 +329,9 @@ def main(args: Args):
                     mb_inds = b_inds[start:end]
                     w = b_valid[mb_inds]
                     n = w.sum().clamp(min=1.0)
-                    wmean = lambda x: (w * x).sum() / n  # noqa: E731
+
+                    def wmean(x):  # the mean over the valid rows
+                        return (w * x).sum() / n
 
                     _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
                     logratio = newlogprob - b_logprobs[mb_inds]
@@ -354,193 +379,148 @@ def main(args: Args):
                     break
 
             if iteration % args.log_interval == 0 or iteration == num_iterations:
-                y_pred, y_true = (x.cpu().numpy()[b_valid.cpu().numpy() > 0] for x in (b_values, b_returns))  # the valid rows
-                var_y = np.var(
-                    y_true
-                )  # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+                valid_rows = b_valid.cpu().numpy() > 0  # the explained variance of the valid rows
+                y_pred = b_values.cpu().numpy()[valid_rows]
+                y_true = b_returns.cpu().numpy()[valid_rows]
+                var_y = np.var(y_true)
+                # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
                 explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-                log.row(
-                    global_step,
-                    dict(
-                        learning_rate=optimizer.param_groups[0]["lr"],
-                        value_loss=v_loss,
-                        policy_loss=pg_loss,
-                        entropy=entropy_loss,
-                        old_approx_kl=old_approx_kl,
-                        approx_kl=approx_kl,
-                        clipfrac=np.mean(clipfracs),
-                        explained_variance=explained_var,
-                    ),
+                metrics = dict(
+                    learning_rate=optimizer.param_groups[0]["lr"],
+                    value_loss=v_loss,
+                    policy_loss=pg_loss,
+                    entropy=entropy_loss,
+                    old_approx_kl=old_approx_kl,
+                    approx_kl=approx_kl,
+                    clipfrac=np.mean(clipfracs),
+                    explained_variance=explained_var,
                 )
+                if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
+                    status = "diverged"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close()
-    act = lambda o: (
-        agent.actor(agent.network(torch.Tensor(o).to(device) / 255.0)).argmax(-1).cpu().numpy()
-    )  # deterministic: the arg-max
-    log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+
+    def act(obs):  # deterministic: the arg-max
+        return agent.actor(agent.network(torch.Tensor(obs).to(device) / 255.0)).argmax(-1).cpu().numpy()
+
+    status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    storage = dict(obs=obs, actions=actions, logprobs=logprobs, rewards=rewards, terms=terms, dones=dones, valid=valid)
+    storage.update(values=values)
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, optimizer=optimizer)
+    state.update(storage=storage)
+    return state
 
 
-# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
-def check_args(args: Args):
-    if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
-        sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    ranges = {
-        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads": "[0, inf)",
-        "gamma gae_lambda": "[0, 1]",
-        "num_envs num_steps num_minibatches update_epochs log_interval": "[1, inf)",
-        "learning_rate max_grad_norm target_kl": "(0, inf)",
-        "total_timesteps": f"[{args.num_envs * args.num_steps}, inf)",
-    }  # at least one rollout
-    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
-        low, high = map(float, interval[1:-1].split(","))
-        for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (
-                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
-            ):
-                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
-    if (args.num_envs * args.num_steps) % args.num_minibatches:
-        sys.exit(
-            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {args.num_envs * args.num_steps}, got {args.num_minibatches}"
-        )
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
-            args,
-            time.time(),
-            0,
-            None,
-            None,
-            None,
-        )
-        self.run_dir, self.episodes = (
-            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
-            [],
-        )
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.end, self.wandb = None, None
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                config=vars(args),
-                name=os.path.basename(self.run_dir),
-                save_code=True,
-            )
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except (OSError, ImportError) as e:
-            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(
-            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
-        )
+        except ImportError:
+            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
+        except OSError as e:
+            sys.exit(f"error: --output-dir: {e}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
     def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
         try:
             saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
                 raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(
-                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
-                    "\n", " "
-                )
-            )
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
-        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        if self.updates == self.args.measure_burnin + 1:
+            self.burnin_end = (time.time(), global_step)
 
-    def stats(
-        self, global_step
-    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = (
-            self.burnin_end or (None, global_step),
-            time.time(),
-            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
-        )
-        return dict(
-            global_step=global_step,
-            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-            episodic_return=last[0],
-            episodic_length=last[1],
-            wall_time_s=now - self.start,
-        )
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+        row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {
-            **self.stats(global_step),
-            **metrics,
-            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
-        }
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
         self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(
-            line
-            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        )
+        self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log(
-                {
-                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
-                    + ("SPS" if k == "sps" else k): v
-                    for k, v in row.items()
-                    if v is not None
-                },
-                step=global_step,
-            )
-        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
-            self.finish(global_step, "diverged", None, None)
-            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+            logged["charts/SPS"] = logged.pop("losses/sps", None)
+            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
+    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = (
-                evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                if args.eval_episodes and status == "finished"
-                else []
-            )
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(
-            script=(name := pathlib.Path(__file__).stem),
-            algo=name.split("_")[0],
-            device="cuda" if args.cuda else "cpu",
-            cpu_count=os.cpu_count(),
-            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            **self.stats(global_step),
-            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-            episodes=len(self.episodes),
-            torch_version=torch.__version__,
-            status="evaluated" if evals and args.eval_model else status,
-            eval_episodes=len(evals) or None,
-            eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None,
-            args=asdict(args),
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(
-                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                f" --measure-burnin {args.measure_burnin})",
-                file=sys.stderr,
-            )
-        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
-        print(path)  # the last line printed
-        if status == "interrupted":
-            sys.exit(130)
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))

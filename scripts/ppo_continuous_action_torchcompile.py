@@ -28,10 +28,8 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {
-    "reduce-overhead": "default",
-    "max-autotune": "max-autotune-no-cudagraphs",
-}  # compile modes that capture CUDA graphs: their CPU stand-ins
+# compile modes that capture CUDA graphs, and their stand-ins without CUDA
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 
 @dataclass
@@ -65,11 +63,11 @@ class Args:
     compile: bool = False
     """if toggled, the policy, GAE and the update are compiled with torch.compile"""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
-    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, the policy, GAE and the update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
     dist_backend: Literal["nccl", "gloo"] | None = None
-    """under torchrun (data parallel): the gradients' all_reduce backend (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
+    """torchrun's all_reduce backend for the gradients (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -108,6 +106,55 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
+
+
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(
+            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
+            " such as HalfCheetah-v4"
+        )
+    check(args, "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
+    batch = args.num_envs * args.num_steps
+    rollouts = batch * world_size  # one rollout of every rank
+    check(args, "total_timesteps", lambda v: v >= rollouts, f"at least --num-envs x --num-steps x ranks ({rollouts})")
+    if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
+            " into equal minibatches of 2 rows or more"
+        )
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:  # a capture in a capture
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if world_size > 1:  # DDP: what torchrun's data parallelism needs
+        if args.eval_model:
+            sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
+        cuda = args.cuda and torch.cuda.is_available()
+        if args.dist_backend is None:  # the default: nccl with CUDA, else gloo
+            args.dist_backend = "nccl" if cuda else "gloo"
+        if not dist.is_backend_available(args.dist_backend) or args.dist_backend == "nccl" and not cuda:
+            reason = "without --cuda" if torch.cuda.is_available() else "no CUDA"
+            sys.exit(f"error: --dist-backend: {args.dist_backend} is not available here ({reason})")
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:  # (never with --cudagraphs: refused above)
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
 
 
 def make_env(env_id, idx, capture_video, video_dir, gamma):
@@ -218,36 +265,52 @@ def explained_variance(values, returns, w):
     """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
     (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
     n = w.sum().clamp(min=1.0)
-    var = lambda x: (w * (x - (w * x).sum() / n) ** 2).sum() / n  # noqa: E731
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
     var_y = var(returns)
     return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
 def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step,
+    return clones."""
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
 
-    def call(*inputs):
+    def call(*inputs, **named_inputs):
         torch.compiler.cudagraph_mark_step_begin()
-        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs, **named_inputs))
 
     return call
+
+
+def adam_settings(args: Args, device: torch.device) -> dict:
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
+    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
+    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
+    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    if args.compile:
+        return {}
+    if args.cudagraphs and device.type == "cuda":
+        return dict(capturable=True, foreach=True)
+    return dict(fused=True)
 
 
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
-    ppo, world_size = SimpleNamespace(agent=agent), dist.get_world_size() if dist.is_initialized() else 1
-    # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures; Adam fused in eager, capturable in graphs, plain compiled
-    adam = {} if args.compile else dict(capturable=True, foreach=True) if args.cudagraphs else dict(fused=True)
-    ppo.optimizer = optimizer = optim.Adam(
-        agent.parameters(), lr=torch.tensor(args.learning_rate, device=device), eps=1e-5, **adam
-    )
+    ppo = SimpleNamespace(agent=agent)
+    world_size = dist.get_world_size() if dist.is_initialized() else 1  # DDP: the ranks that average their gradients
+    # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures
+    lr = torch.tensor(args.learning_rate, device=device)
+    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
 
     def policy(obs):
-        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action is for evaluation.
+        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action
+        # is for evaluation.
         with torch.no_grad():
             return agent.get_action(obs)
 
@@ -261,12 +324,17 @@ def make_ppo(args: Args, agent, device):
         advantages, returns = compute_gae(
             rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
         )
-        return logprobs, values.flatten(), advantages.flatten(), returns.flatten()
+        return dict(logprobs=logprobs, values=values.flatten(), advantages=advantages.flatten(), returns=returns.flatten())
 
     def update(obs, actions, logprobs, advantages, returns, values, valids, idx):
         # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
-        obs, actions, logprobs, advantages = obs[idx], actions[idx], logprobs[idx], advantages[idx]
-        returns, values, w = returns[idx], values[idx], valids[idx]  # reset rows stay, with weight 0
+        obs = obs[idx]
+        actions = actions[idx]
+        logprobs = logprobs[idx]
+        advantages = advantages[idx]
+        returns = returns[idx]
+        values = values[idx]
+        w = valids[idx]  # reset rows stay, with weight 0
         wsum = w.sum().clamp(min=1.0)
         optimizer.zero_grad()
         newlogprob, entropy, newvalue = agent.evaluate(obs, actions)
@@ -303,9 +371,8 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
-        if (
-            world_size > 1
-        ):  # data parallel (torchrun): the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
+        if world_size > 1:
+            # DDP: the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
             grads = [p.grad for p in agent.parameters()]
             flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
             dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
@@ -338,44 +405,11 @@ def make_ppo(args: Args, agent, device):
 
 def main(args: Args):
     check_args(args)
-    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(
-            f"error: --compile-mode {args.compile_mode}: "
-            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
-        )
-    rank, world_size = (
-        int(os.environ.get("RANK", 0)),
-        int(os.environ.get("WORLD_SIZE", 1)),
-    )  # torchrun sets them: data parallel
-    backend = args.dist_backend or ("nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-    if world_size > 1 and (
-        args.eval_model
-        or not (dist.is_backend_available(backend) and (backend == "gloo" or args.cuda and torch.cuda.is_available()))
-    ):
-        sys.exit(
-            "error: --eval-model: an evaluation runs in one process, not under torchrun"
-            if args.eval_model
-            else f"error: --dist-backend: {backend} is not available here ({'no CUDA' if not torch.cuda.is_available() else 'without --cuda'})"
-        )
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and (
-        flag := "--cudagraphs"
-        if args.cudagraphs
-        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
-    ):
-        print(
-            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
-        )  # (never both flags: refused above)
-        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+    rank = int(os.environ.get("RANK", 0))  # DDP: torchrun sets them: this process's rank among world_size
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // (batch_size * world_size)  # (every rank's steps count)
+    num_iterations = args.total_timesteps // (batch_size * world_size)  # DDP: every rank's steps count
     columns = [
         "learning_rate",
         "value_loss",
@@ -386,12 +420,14 @@ def main(args: Args):
         "clipfrac",
         "explained_variance",
     ]
-    quiet = lambda *args, **kwargs: None  # noqa: E731 (under torchrun rank 0 alone writes the run folder, the other ranks nothing)
-    log = (
-        RunLog(args, columns)
-        if rank == 0
-        else SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=quiet, load=quiet, row=quiet, finish=quiet)
-    )
+
+    def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
+        return None
+
+    if rank == 0:
+        log = RunLog(args, columns)
+    else:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
+        log = SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=log_nothing, row=log_nothing)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -399,17 +435,18 @@ def main(args: Args):
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.cuda else torch.device("cpu")
-    if args.cuda:  # (under torchrun each rank its own GPU: the current device, which CUDA graphs capture on)
+    if args.cuda:  # DDP: under torchrun each rank its own GPU: the current device, which CUDA graphs capture on
         torch.cuda.set_device(device)
 
-    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation, then a reset step (masked out: valids)
+    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
+    # then a reset step (masked out: valids)
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
             make_env(
                 args.env_id,
                 i,
-                args.capture_video and not args.eval_episodes and rank == 0,
+                args.capture_video and not args.eval_episodes and rank == 0,  # DDP: rank 0's video alone
                 os.path.join(log.run_dir, "videos"),
                 args.gamma,
             )
@@ -419,14 +456,15 @@ def main(args: Args):
     )
     signal.signal(signal.SIGINT, sigint)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
-    if world_size > 1:  # data parallel: a process per GPU (or share of the CPU), each with its own envs and minibatches
-        dist.init_process_group(backend, device_id=device if args.cuda else None)
+    if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
+        dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
 
     agent = Agent(obs_dim, action_dim).to(device)
     ppo = make_ppo(args, agent, device)
-    if world_size > 1:  # the same initial parameters on every rank (made from --seed), then each rank its own draws
+    if world_size > 1:  # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
         torch.manual_seed(args.seed + rank)
-    obs_rms = None  # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    obs_rms = None
     if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
         obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
         if (
@@ -458,7 +496,8 @@ def main(args: Args):
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0].reshape(args.num_envs, -1).astype(np.float32)
+    next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0]  # DDP: each rank its own envs' seeds
+    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
     try:
         for iteration in range(1, num_iterations + 1):
@@ -472,7 +511,7 @@ def main(args: Args):
 
             with torch.no_grad():
                 for step in range(0, args.num_steps):
-                    global_step += args.num_envs * world_size  # every rank's steps
+                    global_step += args.num_envs * world_size  # DDP: every rank's steps
                     stage["obs"][step] = next_obs
                     stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
 
@@ -492,13 +531,12 @@ def main(args: Args):
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
-                b_logprobs, b_values, advantages, returns = ppo.gae(
-                    torch.from_numpy(next_obs).to(device, non_blocking=True), *storage.values()
-                )
+                # the rollout's log-probs, values, advantages and returns, flat
+                rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
 
             # flatten the batch
-            b_obs, b_actions = storage["obs"].view(-1, obs_dim), storage["actions"].view(-1, action_dim)
-            batch = (b_obs, b_actions, b_logprobs, advantages, returns, b_values, storage["valids"].view(-1))
+            batch = dict(obs=storage["obs"].view(-1, obs_dim), actions=storage["actions"].view(-1, action_dim))
+            batch.update(rollout, valids=storage["valids"].view(-1))
 
             # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
             clipfrac_sum = torch.zeros((), device=device)
@@ -506,204 +544,154 @@ def main(args: Args):
                 # Speed: the permutation is drawn on the device; no host round trip per minibatch.
                 b_inds = torch.randperm(batch_size, device=device).split(minibatch_size)
                 for mb_inds in b_inds:
-                    out = ppo.update(*batch, mb_inds)
+                    out = ppo.update(**batch, idx=mb_inds)
                     clipfrac_sum += out["clipfrac"]
                 # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:
                     break
 
             # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
-            log.row(
-                global_step,
-                dict(
-                    out,
-                    clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
-                    learning_rate=lrnow,
-                    explained_variance=explained_variance(b_values, returns, batch[-1]),
-                ),
+            metrics = dict(
+                out,
+                clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                learning_rate=lrnow,
+                explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
             )
-            rms = envs.get_attr("obs_rms")[
-                0
-            ]  # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
+                status = "diverged"
+                break
+            # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            rms = envs.get_attr("obs_rms")[0]
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
-    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    normalize = lambda o: np.clip((o - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8), -10, 10).astype(
-        np.float32
-    )
-    # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
-    act = lambda o: (
-        ppo.policy(torch.from_numpy(normalize(o).repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
-    )
-    log.finish(global_step, status, act, {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms})
-    if world_size > 1:
+
+    def act(obs):  # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
+        normalized = np.clip(normalized, -10, 10).astype(np.float32)
+        # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
+        repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return ppo.policy(repeated)[1][:1].cpu().numpy()
+
+    if rank == 0:  # DDP: rank 0 alone writes the run folder
+        model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
+        status = log.finish(global_step, status, act, model)
+    if world_size > 1:  # DDP: the process group ends with the run
         dist.destroy_process_group()
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
+    state.update(obs_rms=obs_rms)
+    return state
 
 
-# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
-def check_args(args: Args):
-    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(
-            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
-        )
-    ranges = {
-        "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef": "[0, inf)",
-        "gamma gae_lambda": "[0, 1]",
-        "num_envs num_steps num_minibatches update_epochs": "[1, inf)",
-        "learning_rate max_grad_norm target_kl": "(0, inf)",
-        "total_timesteps": f"[{args.num_envs * args.num_steps * int(os.environ.get('WORLD_SIZE', 1))}, inf)",
-    }  # at least one rollout of every rank
-    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
-        low, high = map(float, interval[1:-1].split(","))
-        for name in [name for name in names.split() if getattr(args, name) is not None]:  # --target-kl may be left out
-            if not (
-                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
-            ):
-                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
-    if (batch := args.num_envs * args.num_steps) % args.num_minibatches or batch < 2 * args.num_minibatches:
-        sys.exit(
-            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch} into equal minibatches of 2 rows or more"
-        )
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
-            args,
-            time.time(),
-            0,
-            None,
-            None,
-            None,
-        )
-        self.run_dir, self.episodes = (
-            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
-            [],
-        )
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.end, self.wandb = None, None
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                config=vars(args),
-                name=os.path.basename(self.run_dir),
-                save_code=True,
-            )
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except (OSError, ImportError) as e:
-            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(
-            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
-        )
+        except ImportError:
+            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
+        except OSError as e:
+            sys.exit(f"error: --output-dir: {e}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
     def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
         try:
             saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
                 raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(
-                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
-                    "\n", " "
-                )
-            )
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
-        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        if self.updates == self.args.measure_burnin + 1:
+            self.burnin_end = (time.time(), global_step)
 
-    def stats(
-        self, global_step
-    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = (
-            self.burnin_end or (None, global_step),
-            time.time(),
-            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
-        )
-        return dict(
-            global_step=global_step,
-            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-            episodic_return=last[0],
-            episodic_length=last[1],
-            wall_time_s=now - self.start,
-        )
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+        row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {
-            **self.stats(global_step),
-            **metrics,
-            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
-        }
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
         self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(
-            line
-            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        )
+        self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log(
-                {
-                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
-                    + ("SPS" if k == "sps" else k): v
-                    for k, v in row.items()
-                    if v is not None
-                },
-                step=global_step,
-            )
-        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
-            self.finish(global_step, "diverged", None, None)
-            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+            logged["charts/SPS"] = logged.pop("losses/sps", None)
+            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
+    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = (
-                evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                if args.eval_episodes and status == "finished"
-                else []
-            )
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(
-            script=(name := pathlib.Path(__file__).stem),
-            algo=name.split("_")[0],
-            device="cuda" if args.cuda else "cpu",
-            cpu_count=os.cpu_count(),
-            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            **self.stats(global_step),
-            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-            episodes=len(self.episodes),
-            torch_version=torch.__version__,
-            status="evaluated" if evals and args.eval_model else status,
-            eval_episodes=len(evals) or None,
-            eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None,
-            args=asdict(args),
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(
-                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                f" --measure-burnin {args.measure_burnin})",
-                file=sys.stderr,
-            )
-        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
-        print(path)  # the last line printed
-        if status == "interrupted":
-            sys.exit(130)
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))

@@ -2,6 +2,7 @@
 # numpy 2 and torch 2.11+. The eager baseline: the honest reference for the fast variant.
 import csv
 import json
+import math
 import os
 import pathlib
 import random
@@ -84,6 +85,30 @@ class Args:
     """automatic tuning of the entropy coefficient"""
 
 
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(
+            f"error: --env-id: {args.env_id}: SAC needs a gymnasium environment with continuous (Box) actions,"
+            " such as HalfCheetah-v4"
+        )
+    check(args, "seed learning_starts measure_burnin eval_episodes alpha", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "tau", lambda v: 0 < v <= 1, "in (0, 1]")
+    counts = "num_envs batch_size total_timesteps policy_frequency target_network_frequency log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "policy_lr q_lr", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
+    if args.eval_model:  # evaluation only: no training, no replay memory
+        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+
+
 def make_env(env_id, seed, idx, capture_video, video_dir):
     def thunk():
         if capture_video and idx == 0:
@@ -98,7 +123,7 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training; their returns."""
+    """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
     env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
@@ -187,13 +212,6 @@ class Actor(nn.Module):
 
 def main(args: Args):
     check_args(args)
-    if args.eval_model:  # evaluation only: no training, no replay memory
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     log = RunLog(args, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha", "alpha_loss"])
 
     # TRY NOT TO MODIFY: seeding
@@ -203,7 +221,8 @@ def main(args: Args):
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if args.cuda else "cpu")
 
-    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
+    # the true final one in infos["final_obs"]
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
@@ -294,9 +313,8 @@ def main(args: Args):
                 q_optimizer.step()
 
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
-                    for _ in range(
-                        args.policy_frequency
-                    ):  # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    for _ in range(args.policy_frequency):
                         pi, log_pi, _ = actor.get_action(observations)
                         qf1_pi = qf1(observations, pi)
                         qf2_pi = qf2(observations, pi)
@@ -325,187 +343,136 @@ def main(args: Args):
                         target_param.data.copy_(args.tau * param.data + (1 - args.tau) * target_param.data)
 
             if steps_done % args.log_interval < args.num_envs:  # the values are read (a sync) only on these steps
-                log.row(
-                    steps_done,
-                    dict(
-                        qf1_values=qf1_a_values,
-                        qf2_values=qf2_a_values,
-                        qf1_loss=qf1_loss,
-                        qf2_loss=qf2_loss,
-                        qf_loss=qf_loss / 2.0,
-                        actor_loss=actor_loss,
-                        alpha=alpha,
-                        alpha_loss=alpha_loss,
-                    )
-                    if log.updates
-                    else {},
-                )
+                metrics = {}
+                if log.updates:
+                    metrics = dict(qf1_values=qf1_a_values, qf2_values=qf2_a_values, qf1_loss=qf1_loss, qf2_loss=qf2_loss)
+                    metrics.update(qf_loss=qf_loss / 2.0, actor_loss=actor_loss, alpha=alpha, alpha_loss=alpha_loss)
+                if log.row(steps_done, metrics):  # a value is NaN or infinite: stop here
+                    status = "diverged"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
-    act = lambda o: actor.get_action(torch.Tensor(o).to(device))[2].detach().cpu().numpy()  # deterministic: the mean action
-    log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": actor.state_dict()})
+
+    def act(obs):  # deterministic: the mean action
+        return actor.get_action(torch.Tensor(obs).to(device))[2].detach().cpu().numpy()
+
+    status = log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": actor.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, rb=rb, actor=actor, qf1=qf1, qf2=qf2)
+    state.update(qf1_target=qf1_target, qf2_target=qf2_target, q_optimizer=q_optimizer, actor_optimizer=actor_optimizer)
+    if args.autotune:
+        state.update(log_alpha=log_alpha, a_optimizer=a_optimizer)
+    return state
 
 
-# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
-def check_args(args: Args):
-    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(
-            f"error: --env-id: {args.env_id}: SAC needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
-        )
-    ranges = {
-        "seed learning_starts measure_burnin eval_episodes alpha": "[0, inf)",
-        "gamma": "[0, 1]",
-        "tau": "(0, 1]",
-        "num_envs batch_size total_timesteps policy_frequency target_network_frequency log_interval": "[1, inf)",
-        "buffer_size": f"[{args.batch_size}, inf)",
-        "policy_lr q_lr": "(0, inf)",
-    }
-    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
-        low, high = map(float, interval[1:-1].split(","))
-        for name in names.split():
-            if not (
-                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
-            ):
-                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
-            args,
-            time.time(),
-            0,
-            None,
-            None,
-            None,
-        )
-        self.run_dir, self.episodes = (
-            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
-            [],
-        )
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.end, self.wandb = None, None
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                config=vars(args),
-                name=os.path.basename(self.run_dir),
-                save_code=True,
-            )
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except (OSError, ImportError) as e:
-            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(
-            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
-        )
+        except ImportError:
+            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
+        except OSError as e:
+            sys.exit(f"error: --output-dir: {e}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
     def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
         try:
             saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
                 raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(
-                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
-                    "\n", " "
-                )
-            )
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
-        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        if self.updates == self.args.measure_burnin + 1:
+            self.burnin_end = (time.time(), global_step)
 
-    def stats(
-        self, global_step
-    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = (
-            self.burnin_end or (None, global_step),
-            time.time(),
-            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
-        )
-        return dict(
-            global_step=global_step,
-            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-            episodic_return=last[0],
-            episodic_length=last[1],
-            wall_time_s=now - self.start,
-        )
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+        row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {
-            **self.stats(global_step),
-            **metrics,
-            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
-        }
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
         self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(
-            line
-            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        )
+        self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log(
-                {
-                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
-                    + ("SPS" if k == "sps" else k): v
-                    for k, v in row.items()
-                    if v is not None
-                },
-                step=global_step,
-            )
-        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
-            self.finish(global_step, "diverged", None, None)
-            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+            logged["charts/SPS"] = logged.pop("losses/sps", None)
+            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
+    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = (
-                evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                if args.eval_episodes and status == "finished"
-                else []
-            )
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(
-            script=(name := pathlib.Path(__file__).stem),
-            algo=name.split("_")[0],
-            device="cuda" if args.cuda else "cpu",
-            cpu_count=os.cpu_count(),
-            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            **self.stats(global_step),
-            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-            episodes=len(self.episodes),
-            torch_version=torch.__version__,
-            status="evaluated" if evals and args.eval_model else status,
-            eval_episodes=len(evals) or None,
-            eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None,
-            args=asdict(args),
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(
-                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                f" --measure-burnin {args.measure_burnin})",
-                file=sys.stderr,
-            )
-        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
-        print(path)  # the last line printed
-        if status == "interrupted":
-            sys.exit(130)
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))

@@ -25,10 +25,8 @@ import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
 
-GRAPH_MODES = {
-    "reduce-overhead": "default",
-    "max-autotune": "max-autotune-no-cudagraphs",
-}  # compile modes that capture CUDA graphs: their CPU stand-ins
+# compile modes that capture CUDA graphs, and their stand-ins without CUDA
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 
 @dataclass
@@ -64,9 +62,9 @@ class Args:
     compile: bool = False
     """if toggled, the updates and the policy are compiled with torch.compile"""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
-    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs, so not with --cudagraphs (a capture in a capture)"""
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -101,6 +99,45 @@ class Args:
     """automatic tuning of the entropy coefficient"""
 
 
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+        sys.exit(
+            f"error: --env-id: {args.env_id}: SAC needs a gymnasium environment with continuous (Box) actions,"
+            " such as HalfCheetah-v4"
+        )
+    check(args, "seed learning_starts measure_burnin eval_episodes alpha", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "tau", lambda v: 0 < v <= 1, "in (0, 1]")
+    counts = "num_envs batch_size total_timesteps policy_frequency target_network_frequency log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "policy_lr q_lr", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
+    check_fast_flags(args)
+    if args.eval_model:  # evaluation only: no training, no replay memory
+        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def make_env(env_id, seed, idx, capture_video, video_dir):
     def thunk():
         if capture_video and idx == 0:
@@ -115,7 +152,7 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training; their returns."""
+    """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
     env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
@@ -134,13 +171,12 @@ class ReplayBuffer:
 
     def __init__(self, size, obs_dim, action_dim, device):
         self.size, self.device, self.pos, self.full = size, device, 0, False
-        self.obs_dim, self.action_dim = obs_dim, action_dim
-        # columns: obs | next_obs | action | reward | termination
+        # columns, in the baseline's order: obs | action | next_obs | reward | termination
         self.storage = torch.zeros((size, 2 * obs_dim + action_dim + 2), dtype=torch.float32, device=device)
 
     def add(self, obs, next_obs, actions, rewards, terminations):
         # only a termination stops the bootstrap, never a truncation
-        rows = np.concatenate([obs, next_obs, actions, rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
+        rows = np.concatenate([obs, actions, next_obs, rewards[:, None], terminations[:, None]], 1, dtype=np.float32)
         rows = torch.from_numpy(rows).to(self.device, non_blocking=True)
         first = min(len(rows), self.size - self.pos)
         self.storage[self.pos : self.pos + first] = rows[:first]
@@ -155,9 +191,10 @@ class ReplayBuffer:
 
     @staticmethod
     def split(batch, obs_dim, action_dim):
-        """Rows -> (obs, actions, next_obs, rewards, terminations), as views."""
-        o, a = obs_dim, action_dim
-        return batch[:, :o], batch[:, 2 * o : 2 * o + a], batch[:, o : 2 * o], batch[:, -2], batch[:, -1]
+        """Sampled rows -> their columns by name, as views."""
+        observations, actions = batch[:, :obs_dim], batch[:, obs_dim : obs_dim + action_dim]
+        next_observations = batch[:, obs_dim + action_dim : 2 * obs_dim + action_dim]
+        return dict(obs=observations, actions=actions, next_obs=next_observations, rewards=batch[:, -2], dones=batch[:, -1])
 
 
 # ALGO LOGIC: initialize agent here:
@@ -217,9 +254,10 @@ class Actor(nn.Module):
         return action, log_prob, mean
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step, return clones."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+def compiled(fn, args: Args):
+    """torch.compile in --compile-mode. In GRAPH_MODES a replay overwrites the last one's outputs: mark a new step
+    before each call and return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode)
     if args.compile_mode not in GRAPH_MODES:
         return fn
 
@@ -230,78 +268,74 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
+def adam_settings(args: Args, device: torch.device) -> dict:
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
+    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
+    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
+    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    if args.compile:
+        return {}
+    if args.cudagraphs and device.type == "cuda":
+        return dict(capturable=True, foreach=True)
+    return dict(fused=True)
+
+
 def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
-    sac = SimpleNamespace(obs_dim=obs_dim, action_dim=action_dim)
+    sac = SimpleNamespace()
     sac.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
-    qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
-    qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
-    # Speed: the twin critics as one set of stacked parameters (a leading dim of 2), evaluated together: one batched
-    # matmul per layer instead of two networks, one parameter list for the optimizer and the target update.
-    sac.q_params = q_params = torch.func.stack_module_state([qf1, qf2])[0]
-    sac.q_target = q_target = {k: v.detach().clone() for k, v in q_params.items()}
-    # The actor's loss needs no gradient for the critics: give it their parameters detached (same storage).
-    q_params_detached = {k: v.detach() for k, v in q_params.items()}
-
-    def q_values(params, obs, actions):  # both critics -> (2, batch)
-        # What torch.vmap(functional_call(critic, ...)) over the stacked parameters computes, written as batched matmuls:
-        # the same kernels without vmap's per-call cost in eager mode (19% of a SAC step on a 2-core CPU, doc/tricks.md).
-        x = torch.cat([obs, actions], 1).expand(2, -1, -1)
-        x = F.relu(torch.baddbmm(params["fc1.bias"].unsqueeze(1), x, params["fc1.weight"].transpose(1, 2)))
-        x = F.relu(torch.baddbmm(params["fc2.bias"].unsqueeze(1), x, params["fc2.weight"].transpose(1, 2)))
-        return torch.baddbmm(params["fc3.bias"].unsqueeze(1), x, params["fc3.weight"].transpose(1, 2)).squeeze(-1)
-
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md): fused (one kernel) in plain eager; capturable
-    # multi-tensor under CUDA graphs without compile; under compile, inductor fuses the plain step itself.
-    adam = (
-        {}
-        if args.compile
-        else dict(capturable=True, foreach=True)
-        if args.cudagraphs and device.type == "cuda"
-        else dict(fused=True)
-    )
-    sac.q_optimizer = q_optimizer = optim.Adam(list(q_params.values()), lr=args.q_lr, **adam)
-    sac.actor_optimizer = actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr, **adam)
+    sac.qf1 = qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
+    sac.qf2 = qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
+    sac.qf1_target = qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    sac.qf2_target = qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf1_target.load_state_dict(qf1.state_dict())
+    qf2_target.load_state_dict(qf2.state_dict())
+    # Speed: the actor's loss needs no gradient for the critics. It calls them through functional_call with their
+    # parameters detached (the same storage, so always the latest weights): backward skips the critics' weights.
+    qf1_detached = {k: v.detach() for k, v in qf1.named_parameters()}
+    qf2_detached = {k: v.detach() for k, v in qf2.named_parameters()}
+    q_params = list(qf1.parameters()) + list(qf2.parameters())
+    sac.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam_settings(args, device))
+    sac.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam_settings(args, device))
 
     # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update)
     if args.autotune:
         target_entropy = -float(action_dim)
         sac.log_alpha = log_alpha = torch.zeros(1, requires_grad=True, device=device)
         sac.alpha = alpha = log_alpha.detach().exp()
-        sac.a_optimizer = a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam)
+        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam_settings(args, device))
     else:
         sac.alpha = alpha = torch.tensor([args.alpha], device=device)
 
     def update_critic(batch):
-        observations, actions, next_observations, rewards, dones = ReplayBuffer.split(batch, obs_dim, action_dim)
+        b = ReplayBuffer.split(batch, obs_dim, action_dim)
         with torch.no_grad():
-            next_state_actions, next_state_log_pi, _ = actor.get_action(next_observations)
-            q_next_target = q_values(q_target, next_observations, next_state_actions)
-            min_qf_next_target = q_next_target.min(0).values - alpha * next_state_log_pi.view(-1)
-            next_q_value = rewards + (1 - dones) * args.gamma * min_qf_next_target
+            next_state_actions, next_state_log_pi, _ = actor.get_action(b["next_obs"])
+            qf1_next_target = qf1_target(b["next_obs"], next_state_actions)
+            qf2_next_target = qf2_target(b["next_obs"], next_state_actions)
+            min_qf_next_target = torch.min(qf1_next_target, qf2_next_target) - alpha * next_state_log_pi
+            next_q_value = b["rewards"] + (1 - b["dones"]) * args.gamma * min_qf_next_target.view(-1)
 
-        q_a_values = q_values(q_params, observations, actions)
-        qf_losses = (q_a_values - next_q_value).pow(2).mean(1)  # the two MSE losses
-        qf_loss = qf_losses.sum()
+        qf1_a_values = qf1(b["obs"], b["actions"]).view(-1)
+        qf2_a_values = qf2(b["obs"], b["actions"]).view(-1)
+        qf1_loss = F.mse_loss(qf1_a_values, next_q_value)
+        qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
+        qf_loss = qf1_loss + qf2_loss
 
         # optimize the model
         q_optimizer.zero_grad()
         qf_loss.backward()
         q_optimizer.step()
-        q_means, qf_losses = q_a_values.detach().mean(1), qf_losses.detach()
-        return dict(
-            qf1_values=q_means[0],
-            qf2_values=q_means[1],
-            qf1_loss=qf_losses[0],
-            qf2_loss=qf_losses[1],
-            qf_loss=qf_losses.mean(),
-        )
+        logged = dict(qf1_values=qf1_a_values.detach().mean(), qf2_values=qf2_a_values.detach().mean())
+        return dict(logged, qf1_loss=qf1_loss.detach(), qf2_loss=qf2_loss.detach(), qf_loss=qf_loss.detach() / 2.0)
 
     def update_actor(batch):
-        observations = batch[:, :obs_dim]
+        observations = ReplayBuffer.split(batch, obs_dim, action_dim)["obs"]
         pi, log_pi, _ = actor.get_action(observations)
-        min_qf_pi = q_values(q_params_detached, observations, pi).min(0).values
-        actor_loss = (alpha * log_pi.view(-1) - min_qf_pi).mean()
+        qf1_pi = torch.func.functional_call(qf1, qf1_detached, (observations, pi))
+        qf2_pi = torch.func.functional_call(qf2, qf2_detached, (observations, pi))
+        min_qf_pi = torch.min(qf1_pi, qf2_pi)
+        actor_loss = ((alpha * log_pi) - min_qf_pi).mean()
 
         actor_optimizer.zero_grad()
         actor_loss.backward()
@@ -319,13 +353,13 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             return dict(actor_loss=actor_loss.detach(), alpha_loss=alpha_loss.detach())
         return dict(actor_loss=actor_loss.detach())  # --no-autotune: no alpha to learn (LeanRL crashes here)
 
-    q_params_list, q_target_list = list(q_params.values()), list(q_target.values())
+    targets = list(qf1_target.parameters()) + list(qf2_target.parameters())
 
     def update_target():
         # Speed: Polyak averaging as one in-place multi-tensor lerp: target += tau * (online - target). Under no_grad:
         # with autograd on, each call would chain a node onto the targets' history (a leak of ~3 GB over 1M steps).
         with torch.no_grad():
-            torch._foreach_lerp_(q_target_list, q_params_list, args.tau)
+            torch._foreach_lerp_(targets, q_params, args.tau)
 
     def policy(obs):
         # The acting policy is the trained actor itself (same storage, always the latest weights), run without
@@ -335,7 +369,8 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             action, _, mean = actor.get_action(obs)
             return action, mean
 
-    sac.update_critic, sac.update_actor, sac.update_target, sac.policy = update_critic, update_actor, update_target, policy
+    sac.update_critic, sac.update_actor, sac.update_target = update_critic, update_actor, update_target
+    sac.policy = policy
     if args.compile:
         sac.update_critic = compiled(update_critic, args)
         sac.update_actor = compiled(update_actor, args)
@@ -352,27 +387,6 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 def main(args: Args):
     check_args(args)
-    if args.compile_mode != "default" and (not args.compile or args.cudagraphs and args.compile_mode in GRAPH_MODES):
-        sys.exit(
-            f"error: --compile-mode {args.compile_mode}: "
-            + ("needs --compile" if not args.compile else "has its own CUDA graphs, not with --cudagraphs")
-        )
-    if args.eval_model:  # evaluation only: no training, no replay memory
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and (
-        flag := "--cudagraphs"
-        if args.cudagraphs
-        else args.compile_mode in GRAPH_MODES and f"--compile-mode {args.compile_mode}"
-    ):
-        print(
-            f"warning: {flag}: needs CUDA, running without CUDA graphs", file=sys.stderr
-        )  # (never both flags: refused above)
-        args.cudagraphs, args.compile_mode = False, GRAPH_MODES.get(args.compile_mode, args.compile_mode)
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
     log = RunLog(args, ["qf1_values", "qf2_values", "qf1_loss", "qf2_loss", "qf_loss", "actor_loss", "alpha", "alpha_loss"])
 
     # TRY NOT TO MODIFY: seeding
@@ -382,7 +396,8 @@ def main(args: Args):
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if args.cuda else "cpu")
 
-    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the true final one in infos["final_obs"]
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
+    # the true final one in infos["final_obs"]
     sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
@@ -440,183 +455,139 @@ def main(args: Args):
                 batch = rb.sample(args.batch_size)
                 metrics.update(sac.update_critic(batch))
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
-                    for _ in range(
-                        args.policy_frequency
-                    ):  # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    # compensate for the delay by doing 'actor_update_interval' instead of 1
+                    for _ in range(args.policy_frequency):
                         metrics.update(sac.update_actor(batch), alpha=sac.alpha)
                 # update the target networks
                 if global_step % args.target_network_frequency == 0:
                     sac.update_target()
 
-            if steps_done % args.log_interval < args.num_envs:  # Speed: the values are read (one sync) only on these steps
-                log.row(steps_done, metrics)
+            # Speed: the values are read (one sync) only on these steps
+            if steps_done % args.log_interval < args.num_envs:
+                if log.row(steps_done, metrics):  # a value is NaN or infinite: stop here
+                    status = "diverged"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
-    # deterministic: the mean action. The compiled / captured policy takes num_envs rows: the observation is repeated.
-    act = lambda o: sac.policy(torch.from_numpy(o.repeat(args.num_envs, 0)).to(device, non_blocking=True))[1][:1].cpu().numpy()
-    log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": sac.actor.state_dict()})
+
+    def act(obs):  # deterministic: the mean action
+        # The compiled / captured policy takes num_envs rows: the observation is repeated.
+        obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return sac.policy(obs)[1][:1].cpu().numpy()
+
+    status = log.finish(steps_done, status, act, {"agent": "sac_continuous_action", "model": sac.actor.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    return dict(status=status, args=args, device=device, envs=envs, log=log, rb=rb, sac=sac)
 
 
-# Plumbing, the same text in every file but check_args: bad input, saved models, metrics, progress and summary.
-def check_args(args: Args):
-    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(
-            f"error: --env-id: {args.env_id}: SAC needs a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
-        )
-    ranges = {
-        "seed learning_starts measure_burnin eval_episodes alpha": "[0, inf)",
-        "gamma": "[0, 1]",
-        "tau": "(0, 1]",
-        "num_envs batch_size total_timesteps policy_frequency target_network_frequency log_interval": "[1, inf)",
-        "buffer_size": f"[{args.batch_size}, inf)",
-        "policy_lr q_lr": "(0, inf)",
-    }
-    for names, interval in ranges.items():  # every number in its range, a NaN fails every comparison
-        low, high = map(float, interval[1:-1].split(","))
-        for name in names.split():
-            if not (
-                low < (v := getattr(args, name)) < high or v == low and interval[0] == "[" or v == high and interval[-1] == "]"
-            ):
-                sys.exit(f"error: --{name.replace('_', '-')}: must be in {interval}, got {v}")
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
 class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
     def __init__(self, args, columns):
-        self.args, self.start, self.updates, self.learning_start, self.burnin_end, self.end = (
-            args,
-            time.time(),
-            0,
-            None,
-            None,
-            None,
-        )
-        self.run_dir, self.episodes = (
-            os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"),
-            [],
-        )
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.end, self.wandb = None, None
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
-            self.wandb = args.track and __import__("wandb").init(
-                project=args.wandb_project_name,
-                entity=args.wandb_entity,
-                config=vars(args),
-                name=os.path.basename(self.run_dir),
-                save_code=True,
-            )
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except (OSError, ImportError) as e:
-            sys.exit(f"error: {'--track' if isinstance(e, ImportError) else '--output-dir'}: {e}")
-        self.csv = csv.DictWriter(
-            open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""),
-            ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns],
-        )
+        except ImportError:
+            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
+        except OSError as e:
+            sys.exit(f"error: --output-dir: {e}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
 
     def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
         try:
             saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if (saved["agent"], saved["env_id"]) != (agent, self.args.env_id):
+            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
                 raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
             module.load_state_dict(saved["model"])
             return saved
         except Exception as e:
-            sys.exit(
-                f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({type(e).__name__}: {e})".replace(
-                    "\n", " "
-                )
-            )
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
-        self.learning_start, self.updates = self.learning_start or time.time(), self.updates + 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        if self.updates == self.args.measure_burnin + 1:
+            self.burnin_end = (time.time(), global_step)
 
-    def stats(
-        self, global_step
-    ):  # what metrics.csv and summary.json share: steps/s to the end of training, the last 20 episodes
-        (t0, step0), now, last = (
-            self.burnin_end or (None, global_step),
-            time.time(),
-            np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None] * 2,
-        )
-        return dict(
-            global_step=global_step,
-            sps=(global_step - step0) / ((self.end or now) - t0) if global_step > step0 else None,
-            episodic_return=last[0],
-            episodic_length=last[1],
-            wall_time_s=now - self.start,
-        )
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; a tensor logs its mean, all in one transfer
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+        row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        row = {
-            **self.stats(global_step),
-            **metrics,
-            **dict(zip(tensors, torch.stack([*tensors.values()]).tolist() if tensors else [])),
-        }
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
         self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
         self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(
-            line
-            := f"{row['sps'] or 0:.0f} steps/s, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        )
+        self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, losses/...
-            self.wandb.log(
-                {
-                    ("charts/" if k in self.csv.fieldnames[:5] + ["learning_rate", "epsilon"] else "losses/")
-                    + ("SPS" if k == "sps" else k): v
-                    for k, v in row.items()
-                    if v is not None
-                },
-                step=global_step,
-            )
-        if bad := [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not np.isfinite(v)]:
-            self.finish(global_step, "diverged", None, None)
-            sys.exit(f"error: the run diverged: {bad[0]} at step {global_step}")
+        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+            logged["charts/SPS"] = logged.pop("losses/sps", None)
+            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # save model.pt, evaluate `act`, write summary.json
+    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
-            evals = (
-                evaluate(args, act, os.path.join(self.run_dir, "videos"))
-                if args.eval_episodes and status == "finished"
-                else []
-            )
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        summary = dict(
-            script=(name := pathlib.Path(__file__).stem),
-            algo=name.split("_")[0],
-            device="cuda" if args.cuda else "cpu",
-            cpu_count=os.cpu_count(),
-            gpu_name=torch.cuda.get_device_name() if args.cuda else None,
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            **self.stats(global_step),
-            warmup_s=self.burnin_end and self.burnin_end[0] - self.learning_start,
-            episodes=len(self.episodes),
-            torch_version=torch.__version__,
-            status="evaluated" if evals and args.eval_model else status,
-            eval_episodes=len(evals) or None,
-            eval_return_mean=float(np.mean(evals)) if evals else None,
-            eval_return_std=float(np.std(evals)) if evals else None,
-            args=asdict(args),
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
         if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
-            print(
-                f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({self.updates} updates,"
-                f" --measure-burnin {args.measure_burnin})",
-                file=sys.stderr,
-            )
-        (path := pathlib.Path(self.run_dir, "summary.json")).write_text(json.dumps(summary, indent=2))
-        print(path)  # the last line printed
-        if status == "interrupted":
-            sys.exit(130)
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))

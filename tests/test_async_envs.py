@@ -1,4 +1,4 @@
-"""--async-envs (issue 23): gymnasium's AsyncVectorEnv (a process per env, shared memory) in both files of every
+"""--async-envs: gymnasium's AsyncVectorEnv (a process per env, shared memory) in both files of every
 gymnasium pair, with the same autoreset mode: for a given seed a short run stores exactly the transitions (replay
 buffer) or the rollout (PPO) that the sync run stores, sees the same episodes and learns the same parameters. The
 Atari scripts step their envs in envpool's threads: --envpool-threads sets how many, --async-envs is refused. Ctrl-C
@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import SCRIPTS, load_script, run_in_process, run_script
+from helpers.in_process import run_in_process
+from helpers.scripts import SCRIPTS, load_script, run_script
 
 OFF_POLICY = [
     "--env-id",
@@ -86,10 +87,8 @@ def stored(state):
         arrays.update(
             {f"column{i}": c for i, c in enumerate(getattr(rb, "columns", []))}
         )  # the SAC and TD3 baselines' columns
-    elif "storage" in state:
-        arrays = dict(state["storage"])
     else:
-        arrays = {k: state[k] for k in ("obs", "actions", "logprobs", "rewards", "terminations", "dones", "valids", "values")}
+        arrays = dict(state["storage"])  # PPO's rollout, by name
     network = (
         state.get("agent")
         or state.get("actor")

@@ -4,7 +4,7 @@ a summary; a run too short to learn or to be measured says so in one warning and
 import pathlib
 
 import pytest
-from conftest import run_script
+from helpers.scripts import run_script
 
 COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or None when the run learns and is measured)
     ("ppo_atari", ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"], "--measure-burnin"),

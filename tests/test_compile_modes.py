@@ -1,8 +1,9 @@
-"""--compile-mode (issue 21): torch.compile's mode in every fast script, recorded in summary.json's args.
+"""--compile-mode: torch.compile's mode in every fast script, recorded in summary.json's args.
 On a CPU: each mode runs past the start of learning (reduce-overhead and max-autotune, which capture CUDA graphs, run
 without them, with one warning, as --cudagraphs does), each bad combination gives one line before any work, and the
 wrapper of the graph-capturing modes marks a step and returns fresh tensors on every call. Compiled == eager under
-max-autotune-no-cudagraphs: test_dqn.py; the graph-capturing modes on a GPU: test_gpu.py and test_dqn.py (`gpu`)."""
+max-autotune-no-cudagraphs: test_dqn.py; the graph-capturing modes on a GPU: test_gpu_loops_and_graphs.py and
+test_dqn.py (`gpu`)."""
 
 import ast
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from conftest import SCRIPTS, check_summary, load_script, read_metrics, run_script
+from helpers.scripts import SCRIPTS, check_summary, load_script, read_metrics, run_script
 
 FAST = sorted(p.stem for p in SCRIPTS.glob("*_torchcompile.py"))
 CUDA = torch.cuda.is_available()

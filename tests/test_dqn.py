@@ -1,13 +1,16 @@
 """DQN, baseline and fast: runs of every flag combination, CleanRL's smoke command, parity of the fast update with
 CleanRL's update and of the compiled path with the eager one, the epsilon schedule, truncation handling, no
 autograd history, and bad input. (Long runs with the memory check are in test_long_runs.py, the real loop's sync
-watch on a GPU in test_gpu.py, CleanRL's smoke command in test_cleanrl_commands.py too.)"""
+watch on a GPU in test_gpu_loops_and_graphs.py, CleanRL's smoke command in test_cleanrl_commands.py too.)"""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check_summary, load_script, reachable_tensors, read_metrics, run_in_process, run_script
+from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
+from helpers.in_process import reachable_tensors, run_in_process
+from helpers.parity import assert_all_close, assert_params_close
+from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 BASE, FAST = "dqn", "dqn_torchcompile"
 # A short run on CartPole that goes past learning_starts, so that the (compiled) update really runs: 200 updates,
@@ -31,6 +34,7 @@ SHORT = [
     100,
 ]
 OBS_DIM, N_ACTIONS, BATCH = 4, 2, 32  # CartPole's shapes and SHORT's batch: the in-process compile reuses the runs' cache
+LR = 2.5e-4  # Args' learning rate: the parity tests' Adam steps are of this size
 
 
 def warnings_of(proc):
@@ -104,9 +108,9 @@ def test_short_runs_warn_once_and_finish(script, flags, warning, tmp_path):
 
 
 # ---------------------------------------------------------------- parity
-def _make(module, **overrides):
+def _make(module, device=torch.device("cpu"), **overrides):
     args = module.Args(**{"batch_size": BATCH, "buffer_size": 100, **overrides})
-    return module.make_dqn(args, OBS_DIM, N_ACTIONS, torch.device("cpu"))
+    return module.make_dqn(args, OBS_DIM, N_ACTIONS, device)
 
 
 def _fill(agent, rows=50, seed=0):
@@ -149,20 +153,6 @@ def _shaken_greedy(src, dst, device="cpu"):
     return obs, greedy
 
 
-def _assert_close(a, b, what, rtol=1e-4, atol=1e-5):
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
-
-
-def _assert_params_close(a, b, what, steps=3, lr=2.5e-4):
-    """Adam divides each gradient by its running RMS: where a gradient is ~0, float reordering between two kernels can
-    move that element by up to lr per step. So: every element within that drift, and all but < 1% to float precision."""
-    for x, y in zip(a, b, strict=True):
-        diff = (x - y).abs()
-        assert diff.max() <= 2 * steps * lr, f"{what}: max difference {diff.max():.2e}"
-        assert (diff > 1e-5 + 1e-4 * y.abs()).float().mean().item() < 0.01, f"{what}: too many elements differ"
-
-
 def test_fast_update_equals_cleanrl_update():
     """The fast update (device buffer, functional forward, fused Adam, one-call update, foreach target copy) computes
     what the baseline's CleanRL update computes, step for step, on the same batch from the same parameters."""
@@ -177,8 +167,9 @@ def test_fast_update_equals_cleanrl_update():
     got, expected = [], []
     for i in range(3):
         torch.manual_seed(100 + i)
-        o, a, no, r, d = agent.rb.sample(BATCH)  # the batch the update draws with this seed
-        a = a.long().unsqueeze(1)
+        b = agent.rb.sample(BATCH)  # the batch the update draws with this seed
+        o, no, r, d = b["obs"], b["next_obs"], b["rewards"], b["dones"]
+        a = b["actions"].long().unsqueeze(1)
         # CleanRL's update as the baseline script writes it
         with torch.no_grad():
             target_max, _ = target_network(no).max(dim=1)
@@ -195,9 +186,12 @@ def test_fast_update_equals_cleanrl_update():
             for tp, p in zip(target_network.parameters(), q_network.parameters()):
                 tp.data.copy_(1.0 * p.data + (1.0 - 1.0) * tp.data)
             agent.update_target()
-    _assert_close(got, expected, "losses")
-    _assert_params_close(
-        _state(agent), [t.detach() for t in [*q_network.parameters(), *target_network.parameters()]], "parameters"
+    assert_all_close(got, expected, "losses")
+    assert_params_close(
+        _state(agent),
+        [t.detach() for t in [*q_network.parameters(), *target_network.parameters()]],
+        "parameters",
+        max_lr=LR,
     )
 
 
@@ -208,17 +202,7 @@ def test_soft_target_update_is_cleanrls_formula():
             p.add_(1.0)
     online, target = _state(agent)[:6], _state(agent)[6:]
     agent.update_target()
-    _assert_close(_state(agent)[6:], [0.3 * p + 0.7 * t for p, t in zip(online, target)], "lerp", rtol=1e-6, atol=1e-6)
-
-
-@pytest.fixture(scope="module")
-def inductor_eager_rng():
-    # compiled code draws its random numbers like eager code does, so the two paths can be compared exactly
-    import torch._inductor.config as cfg
-
-    old, cfg.fallback_random = cfg.fallback_random, True
-    yield
-    cfg.fallback_random = old
+    assert_all_close(_state(agent)[6:], [0.3 * p + 0.7 * t for p, t in zip(online, target)], "lerp", rtol=1e-6, atol=1e-6)
 
 
 def _no_history(agent):
@@ -231,9 +215,7 @@ def _no_history(agent):
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize(
-    "mode", ["default", "max-autotune-no-cudagraphs"]
-)  # (issue 21: each --compile-mode computes what eager does)
+@pytest.mark.parametrize("mode", ["default", "max-autotune-no-cudagraphs"])  # each --compile-mode computes what eager does
 def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
     module = load_script(FAST)
     torch.manual_seed(0)
@@ -241,13 +223,13 @@ def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
     _copy_params(eager, compiled)
     for agent in (eager, compiled):
         _fill(agent)
-    _assert_close(_steps(compiled), _steps(eager), "update outputs")
-    _assert_params_close(_state(compiled), _state(eager), "parameters")
+    assert_all_close(_steps(compiled), _steps(eager), "update outputs")
+    assert_params_close(_state(compiled), _state(eager), "parameters", max_lr=LR)
     for agent in (eager, compiled):  # a schedule's lr change (in place) reaches the compiled step: it reads param_groups
         agent.optimizer.param_groups[0]["lr"].fill_(1e-2)
     moved = _state(eager)
-    _assert_close(_steps(compiled), _steps(eager), "update outputs after an lr change")
-    _assert_params_close(_state(compiled), _state(eager), "parameters after an lr change", lr=1e-2)
+    assert_all_close(_steps(compiled), _steps(eager), "update outputs after an lr change")
+    assert_params_close(_state(compiled), _state(eager), "parameters after an lr change", max_lr=1e-2)
     assert max((a - b).abs().max() for a, b in zip(_state(eager)[:6], moved[:6])) > 5e-3  # steps of the new lr's size
     obs, greedy = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
     for agent in (eager, compiled):
@@ -321,67 +303,13 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
     import gymnasium as gym
 
     module = load_script(script)
-
-    class Counter(gym.Env):
-        """obs = [episode id, t]; episodes alternate: truncated at t=3, terminated at t=4."""
-
-        observation_space = gym.spaces.Box(-100, 100, (2,), np.float32)
-        action_space = gym.spaces.Discrete(2)
-
-        def reset(self, seed=None, options=None):
-            super().reset(seed=seed)
-            self.episode = getattr(self, "episode", -1) + 1
-            self.t = 0
-            return np.array([self.episode, 0], np.float32), {}
-
-        def step(self, action):
-            self.t += 1
-            terminated = self.episode % 2 == 1 and self.t == 4
-            truncated = self.episode % 2 == 0 and self.t == 3
-            return np.array([self.episode, self.t], np.float32), float(self.t), terminated, truncated, {}
-
-    gym.register("CounterDQN-v0", entry_point=lambda **kw: Counter())
-    stored, buffers = [], []
-    orig_add = module.ReplayBuffer.add
-
-    def spy(self, obs, next_obs, actions, rewards, terminations):
-        stored.append((obs.copy(), next_obs.copy(), np.array(rewards, copy=True), np.array(terminations, copy=True)))
-        buffers.append(self)
-        return orig_add(self, obs, next_obs, actions, rewards, terminations)
-
-    monkeypatch.setattr(module.ReplayBuffer, "add", spy)
-    args = module.Args(
-        env_id="CounterDQN-v0",
-        total_timesteps=14,
-        learning_starts=12,
-        batch_size=4,
-        buffer_size=50,
-        train_frequency=1,
-        measure_burnin=0,
-        log_interval=7,
-        output_dir=str(tmp_path),
-        cuda=False,
-    )
-    try:
-        module.main(args)
-    finally:
-        gym.registry.pop("CounterDQN-v0")
-    transitions = [(tuple(o[0]), tuple(n[0]), float(r[0]), bool(d[0])) for o, n, r, d in stored]
-    expected = [
-        ((0, 0), (0, 1), 1, False),
-        ((0, 1), (0, 2), 2, False),
-        ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
-        ((1, 0), (1, 1), 1, False),
-        ((1, 1), (1, 2), 2, False),
-        ((1, 2), (1, 3), 3, False),
-        ((1, 3), (1, 4), 4, True),  # terminated
-        ((2, 0), (2, 1), 1, False),
-    ]
-    assert transitions[: len(expected)] == expected
-    rb = buffers[0]  # and the buffer holds those rows
+    added = record_adds(monkeypatch, module.ReplayBuffer)
+    run_on_counter(module, gym.spaces.Discrete(2), tmp_path, train_frequency=1)
+    assert first_env_transitions(added)[: len(COUNTER_TRANSITIONS)] == COUNTER_TRANSITIONS
+    rb = added[0][0]  # and the buffer holds those rows
     if script == FAST:
-        rows = rb.storage[:7]
-        obs, next_obs, rewards, dones = rows[:, :2], rows[:, 2:4], rows[:, -2], rows[:, -1]
+        rows = rb.storage[:7]  # obs | action | next_obs | reward | termination
+        obs, next_obs, rewards, dones = rows[:, :2], rows[:, 3:5], rows[:, -2], rows[:, -1]
     else:
         obs, next_obs, rewards, dones = (
             torch.as_tensor(x[:7]) for x in (rb.observations, rb.next_observations, rb.rewards, rb.dones)
@@ -399,16 +327,16 @@ def test_device_buffer_wraps_around_and_samples_only_filled_rows():
         assert rb.count.item() == min(2 * step + 2, 5)
     assert rb.full and rb.pos == 1
     assert rb.storage[:, 0].tolist() == [5, 1, 2, 3, 4]  # row 0 overwritten by the 6th transition
-    assert rb.storage[:, 2].tolist() == [1, 1, 0, 1, 0]  # the actions column
+    assert rb.storage[:, 1].tolist() == [1, 1, 0, 1, 0]  # the actions column, after the observation's
     fresh = module.ReplayBuffer(100, 1, torch.device("cpu"))
     fresh.add(
         np.ones((2, 1), np.float32), np.ones((2, 1), np.float32), np.array([1, 1]), np.ones(2, np.float32), np.zeros(2, bool)
     )
-    assert (fresh.sample(256)[0][:, 0] == 1).all()  # never the zero rows beyond what was added
+    assert (fresh.sample(256)["obs"][:, 0] == 1).all()  # never the zero rows beyond what was added
     fresh.add(
         2 * np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), np.array([1]), np.ones(1, np.float32), np.zeros(1, bool)
     )
-    assert set(fresh.sample(256)[0][:, 0].tolist()) == {1.0, 2.0}
+    assert set(fresh.sample(256)["obs"][:, 0].tolist()) == {1.0, 2.0}
 
 
 # ---------------------------------------------------------------- bad input
@@ -416,7 +344,7 @@ BAD = [
     (dict(env_id="NoSuchEnv-v9"), "--env-id", "an unknown environment"),
     (dict(env_id="Pendulum-v1"), "--env-id", "Discrete actions"),
     (dict(env_id="FrozenLake-v1"), "--env-id", "flat Box"),
-    (dict(buffer_size=100, batch_size=128), "--buffer-size", "must be in [128, inf), got 100"),
+    (dict(buffer_size=100, batch_size=128), "--buffer-size", "must be at least --batch-size (128), got 100"),
     (dict(learning_starts=-1), "--learning-starts", "[0, inf)"),
     (dict(total_timesteps=0), "--total-timesteps", "[1, inf)"),
     (dict(num_envs=0), "--num-envs", "[1, inf)"),
@@ -463,15 +391,14 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(flags, inductor_eager_rn
     """tensordict's graphs, and inductor's own (--compile-mode reduce-overhead / max-autotune), compute what eager does."""
     module = load_script(FAST)
     device = torch.device("cuda")
-    make = lambda **kw: module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **kw), OBS_DIM, N_ACTIONS, device)
     torch.manual_seed(0)
-    eager, graphed = make(), make(**flags)
+    eager, graphed = _make(module, device), _make(module, device, **flags)
     _copy_params(eager, graphed)
     for agent in (eager, graphed):
         _fill(agent)
     # 5 updates: the first ones warm up (and compile) and capture, the last ones replay the graph
-    _assert_close(_steps(graphed, n=5), _steps(eager, n=5), "update outputs", rtol=1e-3, atol=1e-4)
-    _assert_params_close(_state(graphed), _state(eager), "parameters", steps=5)
+    assert_all_close(_steps(graphed, n=5), _steps(eager, n=5), "update outputs", rtol=1e-3, atol=1e-4)
+    assert_params_close(_state(graphed), _state(eager), "parameters", max_lr=LR, steps=5)
     obs, greedy = _shaken_greedy(eager, graphed, device)
     for _ in range(6):  # warm-up (and compilation), capture, replays
         assert torch.equal(graphed.policy(torch.from_numpy(obs).to(device, non_blocking=True)), greedy)

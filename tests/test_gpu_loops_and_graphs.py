@@ -11,7 +11,9 @@ import linecache
 import numpy as np
 import pytest
 import torch
-from conftest import SCRIPTS, load_script, run_in_process, sync_problems
+from helpers.gpu import sync_problems
+from helpers.in_process import run_in_process
+from helpers.scripts import SCRIPTS, load_script
 
 pytestmark = pytest.mark.gpu
 MODES = [

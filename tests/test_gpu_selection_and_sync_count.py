@@ -1,12 +1,14 @@
-"""The machinery of the GPU checks, tested where it can be: on a CPU (issue 19, part A). The gpu tests themselves
-only run where CUDA is present."""
+"""The machinery of the GPU checks, tested without a GPU: which -m expressions select the gpu tests (and that selecting
+them where CUDA is absent fails loudly), and the count of host-device syncs, on made-up traces. The gpu tests
+themselves (test_gpu_loops_and_graphs.py and the `gpu` tests of each algorithm's file) only run where CUDA is present."""
 
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import ROOT, selects_gpu, sync_problems
+from helpers.gpu import selects_gpu, sync_problems
+from helpers.scripts import ROOT
 
 SOURCE = "/x/scripts/sac_continuous_action_torchcompile.py"
 ACTION = (SOURCE, 350, "actions = sac.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()")

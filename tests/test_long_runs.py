@@ -10,7 +10,7 @@ each flag combination a CPU runs (--cudagraphs falls back to these there): no st
 
 import pytest
 import torch
-from conftest import reachable_tensors, run_in_process
+from helpers.in_process import reachable_tensors, run_in_process
 
 SAC = [
     "--env-id",
@@ -56,16 +56,14 @@ DQN = [
     "100",
 ]
 ATARI = ["--num-envs", "2", "--num-steps", "16", "--num-minibatches", "8", "--update-epochs", "4", "--total-timesteps", "2048"]
-# the bare tensors each main() keeps across iterations (its rollout storage, alpha); the rest is found by walking
-# modules, optimizers, replay buffers, namespaces and closures
-PPO_STORAGE = ["obs", "actions", "logprobs", "rewards", "terminations", "dones", "valids", "values"]
-ATARI_STORAGE = ["obs", "actions", "logprobs", "rewards", "terms", "dones", "valid", "values"]
+# the bare tensors each main() returns (SAC's log_alpha); the rest (storage dicts, modules, optimizers, replay
+# buffers, namespaces, closures) is found by walking what main() returns
 ALGOS = [  # (id, baseline script, flags, the baseline's bare tensors, the fast variant's)
     ("sac", "sac_continuous_action", SAC, ["log_alpha"], []),
     ("td3", "td3_continuous_action", TD3, [], []),
-    ("ppo", "ppo_continuous_action", PPO, PPO_STORAGE, []),
+    ("ppo", "ppo_continuous_action", PPO, [], []),
     ("dqn", "dqn", DQN, [], []),
-    ("atari", "ppo_atari", ATARI, ATARI_STORAGE, ["obs", "actions", "logprobs", "values"]),
+    ("atari", "ppo_atari", ATARI, [], []),
 ]
 # every flag combination: on a CPU, --cudagraphs warns and runs the same code as without it
 FAST_FLAGS = [[], ["--cudagraphs"], ["--compile"], ["--compile", "--cudagraphs"]]

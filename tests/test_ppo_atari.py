@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from conftest import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 ENV_ID = "Breakout-v5"
 TINY = [

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 BASE = "ppo_continuous_action"
 FAST = "ppo_continuous_action_torchcompile"
@@ -326,13 +326,14 @@ def rollout_for_gae(seed=0):
 def check_gae_parity(gae_e, gae_a, agent):
     rollout = [x.to(agent.actor_logstd.device) for x in rollout_for_gae()]
     out_e, out_a = gae_e(*rollout), gae_a(*rollout)
-    for x, y in zip(out_a, out_e, strict=True):
-        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+    assert set(out_a) == set(out_e) == {"logprobs", "values", "advantages", "returns"}
+    for name in out_e:
+        torch.testing.assert_close(out_a[name], out_e[name], rtol=1e-4, atol=1e-5)
     # the batched forward is the agent's own: log-probs and values of the stored observations and actions
     with torch.no_grad():
         logprob, _, value = agent.evaluate(rollout[1].flatten(0, 1), rollout[2].flatten(0, 1))
-    torch.testing.assert_close(out_a[0], logprob)
-    torch.testing.assert_close(out_a[1], value)
+    torch.testing.assert_close(out_a["logprobs"], logprob)
+    torch.testing.assert_close(out_a["values"], value)
 
 
 @pytest.mark.compile

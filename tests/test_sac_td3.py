@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check_summary, load_script, read_metrics, run_script
+from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
+from helpers.parity import assert_all_close, assert_params_close
+from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 # A short run that goes past learning_starts, so that the (compiled) updates really run.
 SHORT = [
@@ -26,6 +28,7 @@ SHORT = [
 ]
 ALGOS = {"sac": "sac_continuous_action", "td3": "td3_continuous_action"}
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 16
+MAX_LR = 1e-3  # SAC's q_lr, the largest learning rate of either agent: the parity tests' largest Adam steps
 
 
 # ---------------------------------------------------------------- runs of every file and flag combination
@@ -74,7 +77,7 @@ def _batch(seed=0):
     actions = torch.rand(BATCH, ACTION_DIM, generator=g) * 2 - 1
     rewards = torch.randn(BATCH, generator=g)
     dones = (torch.rand(BATCH, generator=g) < 0.3).float()
-    return torch.cat([obs, next_obs, actions, rewards[:, None], dones[:, None]], 1)
+    return torch.cat([obs, actions, next_obs, rewards[:, None], dones[:, None]], 1)  # the replay buffer's columns
 
 
 def _make(module, algo, compile, **overrides):
@@ -84,25 +87,21 @@ def _make(module, algo, compile, **overrides):
     return make(args, OBS_DIM, ACTION_DIM, low, high, torch.device("cpu"))
 
 
+NETWORKS = ["actor", "qf1", "qf2", "qf1_target", "qf2_target"]  # and TD3's target_actor
+
+
 def _copy_params(src, dst, algo):
-    with torch.no_grad():
-        dst.actor.load_state_dict(src.actor.state_dict())
-        for name in src.q_params:
-            dst.q_params[name].copy_(src.q_params[name])
-            dst.q_target[name].copy_(src.q_target[name])
-        if algo == "td3":
-            dst.target_actor.load_state_dict(src.target_actor.state_dict())
+    for name in NETWORKS + (["target_actor"] if algo == "td3" else []):
+        getattr(dst, name).load_state_dict(getattr(src, name).state_dict())
 
 
 def _state(agent, algo):
     """Every learned tensor of an agent, by name."""
-    state = {f"actor.{k}": v for k, v in agent.actor.state_dict().items()}
-    state.update({f"q.{k}": v for k, v in agent.q_params.items()})
-    state.update({f"q_target.{k}": v for k, v in agent.q_target.items()})
+    state = {}
+    for name in NETWORKS + (["target_actor"] if algo == "td3" else []):
+        state.update({f"{name}.{k}": v for k, v in getattr(agent, name).state_dict().items()})
     if algo == "sac" and hasattr(agent, "log_alpha"):
         state["log_alpha"] = agent.log_alpha
-    if algo == "td3":
-        state.update({f"target_actor.{k}": v for k, v in agent.target_actor.state_dict().items()})
     return {k: v.detach().clone() for k, v in state.items()}
 
 
@@ -124,32 +123,6 @@ def _steps(agent, algo, batch, n=3):
     return [o.detach().clone() for o in outs]
 
 
-def _assert_close(a, b, what, rtol=1e-4, atol=1e-5):
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
-
-
-def _assert_params_close(a, b, what, steps=3, max_lr=1e-3):
-    """Adam divides each gradient by its running RMS: where a gradient is ~0, float reordering between two kernels
-    can move that element by up to lr per step in either direction. So: every element within Adam's largest
-    possible drift, and all but a few (< 1%) equal to float precision; a wrong update fails the second."""
-    for x, y in zip(a, b, strict=True):
-        diff = (x - y).abs()
-        assert diff.max() <= 2 * steps * max_lr, f"{what}: max difference {diff.max():.2e}"
-        loose = (diff > 1e-5 + 1e-4 * y.abs()).float().mean().item()
-        assert loose < 0.01, f"{what}: {loose:.1%} of the elements differ"
-
-
-@pytest.fixture(scope="module")
-def inductor_eager_rng():
-    # compiled code draws its random numbers like eager code does, so the two paths can be compared exactly
-    import torch._inductor.config as cfg
-
-    old, cfg.fallback_random = cfg.fallback_random, True
-    yield
-    cfg.fallback_random = old
-
-
 @pytest.mark.compile
 @pytest.mark.parametrize("algo,overrides", [("sac", {}), ("sac", {"autotune": False}), ("td3", {})])
 def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_rng):
@@ -159,30 +132,30 @@ def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_
     compiled = _make(module, algo, compile=True, **overrides)
     _copy_params(eager, compiled, algo)
     batch = _batch()
-    _assert_close(_steps(compiled, algo, batch), _steps(eager, algo, batch), "losses")
+    assert_all_close(_steps(compiled, algo, batch), _steps(eager, algo, batch), "losses")
     new_eager, new_compiled = _state(eager, algo), _state(compiled, algo)
     assert new_eager.keys() == new_compiled.keys()
-    _assert_params_close(list(new_compiled.values()), list(new_eager.values()), "new parameters")
+    assert_params_close(list(new_compiled.values()), list(new_eager.values()), "new parameters", max_lr=MAX_LR)
     _copy_params(eager, compiled, algo)  # the policy from the same parameters
     obs = torch.randn(4, OBS_DIM)
     outs = []
     for agent in (eager, compiled):
         torch.manual_seed(7)
         outs.append(list(agent.policy(obs)))  # the sampled action and the deterministic one
-    _assert_close(outs[1], outs[0], "policy")
+    assert_all_close(outs[1], outs[0], "policy")
     assert outs[0][0].abs().max() <= 2.0 and outs[0][1].abs().max() <= 2.0  # inside the action bounds
+
+
+def _split(batch):
+    """A batch's columns (_batch writes obs, actions, next_obs, rewards, dones): obs, next_obs, actions, rewards, dones."""
+    obs, actions, next_obs = batch[:, :OBS_DIM], batch[:, OBS_DIM : OBS_DIM + ACTION_DIM], batch[:, OBS_DIM + ACTION_DIM : -2]
+    return obs, next_obs, actions, batch[:, -2], batch[:, -1]
 
 
 def _baseline_sac_step(base, nets, batch, i, gamma=0.99, tau=0.005):
     """CleanRL's SAC update as the baseline script writes it, on the baseline's own networks."""
     actor, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt, log_alpha, al_opt = nets
-    o, no, a, r, d = (
-        batch[:, :OBS_DIM],
-        batch[:, OBS_DIM : 2 * OBS_DIM],
-        batch[:, 2 * OBS_DIM : -2],
-        batch[:, -2],
-        batch[:, -1],
-    )
+    o, no, a, r, d = _split(batch)
     torch.manual_seed(100 + i)
     alpha = log_alpha.exp().item()
     with torch.no_grad():
@@ -217,13 +190,7 @@ def _baseline_sac_step(base, nets, batch, i, gamma=0.99, tau=0.005):
 def _baseline_td3_step(base, nets, batch, i, gamma=0.99, tau=0.005, policy_noise=0.2, noise_clip=0.5):
     """CleanRL's TD3 update (policy_frequency 1 here) as the baseline script writes it."""
     actor, actor_t, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt = nets
-    o, no, a, r, d = (
-        batch[:, :OBS_DIM],
-        batch[:, OBS_DIM : 2 * OBS_DIM],
-        batch[:, 2 * OBS_DIM : -2],
-        batch[:, -2],
-        batch[:, -1],
-    )
+    o, no, a, r, d = _split(batch)
     torch.manual_seed(100 + i)
     with torch.no_grad():
         noise = (torch.randn_like(a) * policy_noise).clamp(-noise_clip, noise_clip) * actor_t.action_scale
@@ -252,16 +219,13 @@ def test_fast_update_equals_cleanrl_update(algo):
     torch.manual_seed(0)
     agent = _make(fast, algo, compile=False)
     low, high = -2 * np.ones(ACTION_DIM, np.float32), 2 * np.ones(ACTION_DIM, np.float32)
-    q_names = list(agent.q_params)
 
-    def q_net(cls, params, target, k):
-        net = cls(OBS_DIM, ACTION_DIM)
-        net.load_state_dict({n: (target if target else params)[n][k].detach().clone() for n in q_names})
+    def copy_of(network):  # the baseline's class, holding the fast agent's weights
+        net = (base.SoftQNetwork if algo == "sac" else base.QNetwork)(OBS_DIM, ACTION_DIM)
+        net.load_state_dict(network.state_dict())
         return net
 
-    qcls = base.SoftQNetwork if algo == "sac" else base.QNetwork
-    qf1, qf2 = q_net(qcls, agent.q_params, None, 0), q_net(qcls, agent.q_params, None, 1)
-    qf1_t, qf2_t = q_net(qcls, None, agent.q_target, 0), q_net(qcls, None, agent.q_target, 1)
+    qf1, qf2, qf1_t, qf2_t = copy_of(agent.qf1), copy_of(agent.qf2), copy_of(agent.qf1_target), copy_of(agent.qf2_target)
     actor = base.Actor(OBS_DIM, ACTION_DIM, low, high)
     actor.load_state_dict(agent.actor.state_dict())
     q_opt = torch.optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=agent.q_optimizer.defaults["lr"])
@@ -277,14 +241,14 @@ def test_fast_update_equals_cleanrl_update(algo):
         nets = (actor, actor_t, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt)
         expected = sum((_baseline_td3_step(base, nets, batch, i) for i in range(3)), [])
         got = _steps(agent, algo, batch)
-    _assert_close(got, expected, "losses")
+    assert_all_close(got, expected, "losses")
     # and the same new parameters
-    _assert_close(
-        [agent.q_params["fc2.weight"][0], agent.q_params["fc2.weight"][1], agent.q_target["fc3.weight"][1]],
+    assert_all_close(
+        [agent.qf1.fc2.weight, agent.qf2.fc2.weight, agent.qf2_target.fc3.weight],
         [qf1.fc2.weight, qf2.fc2.weight, qf2_t.fc3.weight],
         "critics",
     )
-    _assert_close(list(agent.actor.state_dict().values()), list(actor.state_dict().values()), "actor")
+    assert_all_close(list(agent.actor.state_dict().values()), list(actor.state_dict().values()), "actor")
 
 
 @pytest.mark.gpu
@@ -301,8 +265,10 @@ def test_cudagraph_update_equals_eager_on_gpu(algo, compile, inductor_eager_rng)
     _copy_params(eager, graphed, algo)
     batch = _batch().to(device)
     # 4 steps: the first ones warm up and capture, the last replay the graphs
-    _assert_close(_steps(graphed, algo, batch, n=5), _steps(eager, algo, batch, n=5), "losses", rtol=1e-3, atol=1e-4)
-    _assert_params_close(list(_state(graphed, algo).values()), list(_state(eager, algo).values()), "parameters", steps=5)
+    assert_all_close(_steps(graphed, algo, batch, n=5), _steps(eager, algo, batch, n=5), "losses", rtol=1e-3, atol=1e-4)
+    assert_params_close(
+        list(_state(graphed, algo).values()), list(_state(eager, algo).values()), "parameters", max_lr=MAX_LR, steps=5
+    )
 
 
 # ---------------------------------------------------------------- truncation and termination
@@ -321,71 +287,20 @@ def test_replay_buffer_stores_true_final_obs_and_termination_mask(script, tmp_pa
     import gymnasium as gym
 
     module = load_script(script)
-
-    class Counter(gym.Env):
-        """obs = [episode id, t]; episodes alternate: truncated at t=3, terminated at t=4."""
-
-        observation_space = gym.spaces.Box(-100, 100, (2,), np.float32)
-        action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
-
-        def reset(self, seed=None, options=None):
-            super().reset(seed=seed)
-            self.episode = getattr(self, "episode", -1) + 1
-            self.t = 0
-            return np.array([self.episode, 0], np.float32), {}
-
-        def step(self, action):
-            self.t += 1
-            terminated = self.episode % 2 == 1 and self.t == 4
-            truncated = self.episode % 2 == 0 and self.t == 3
-            return np.array([self.episode, self.t], np.float32), float(self.t), terminated, truncated, {}
-
-    gym.register("CounterTest-v0", entry_point=lambda **kw: Counter())
-    stored = []
     buffer_cls = module.ReplayBuffer
     orig_add = buffer_cls.add
-
-    def spy(self, obs, next_obs, actions, rewards, terminations):
-        stored.append((obs.copy(), next_obs.copy(), np.array(rewards, copy=True), np.array(terminations, copy=True)))
-        return orig_add(self, obs, next_obs, actions, rewards, terminations)
-
-    monkeypatch.setattr(buffer_cls, "add", spy)
-    args = module.Args(
-        env_id="CounterTest-v0",
-        total_timesteps=14,
-        learning_starts=12,
-        batch_size=4,
-        buffer_size=50,
-        measure_burnin=0,
-        log_interval=7,
-        output_dir=str(tmp_path),
-        cuda=False,
-    )
-    module.main(args)
-    gym.registry.pop("CounterTest-v0")
-    transitions = [(tuple(o[0]), tuple(n[0]), float(r[0]), bool(d[0])) for o, n, r, d in stored]
-    expected = [
-        ((0, 0), (0, 1), 1, False),
-        ((0, 1), (0, 2), 2, False),
-        ((0, 2), (0, 3), 3, False),  # truncated: true final obs, bootstraps
-        ((1, 0), (1, 1), 1, False),
-        ((1, 1), (1, 2), 2, False),
-        ((1, 2), (1, 3), 3, False),
-        ((1, 3), (1, 4), 4, True),  # terminated
-        ((2, 0), (2, 1), 1, False),
-    ]
-    assert transitions[: len(expected)] == expected
+    added = record_adds(monkeypatch, buffer_cls)
+    run_on_counter(module, gym.spaces.Box(-1, 1, (1,), np.float32), tmp_path)
+    assert first_env_transitions(added)[: len(COUNTER_TRANSITIONS)] == COUNTER_TRANSITIONS
     # and the device buffer of the fast variant holds the same rows
     if script.endswith("torchcompile"):
         rb = buffer_cls(10, 2, 1, torch.device("cpu"))
-        for o, n, r, d in stored[:7]:
+        for _, o, n, r, d in added[:7]:
             orig_add(rb, o, n, np.zeros((1, 1), np.float32), r, d)
-        obs, actions, next_obs, rewards, dones = rb.split(rb.storage[:7], 2, 1)
-        assert (
-            next_obs[2].tolist() == [0, 3]
-            and dones.tolist() == [0, 0, 0, 0, 0, 0, 1]
-            and rewards.tolist() == [1, 2, 3, 1, 2, 3, 4]
-        )
+        columns = rb.split(rb.storage[:7], 2, 1)
+        assert columns["next_obs"][2].tolist() == [0, 3]
+        assert columns["dones"].tolist() == [0, 0, 0, 0, 0, 0, 1]
+        assert columns["rewards"].tolist() == [1, 2, 3, 1, 2, 3, 4]
 
 
 def test_device_buffer_wraps_around_and_samples_only_filled_rows():
@@ -414,7 +329,7 @@ BAD = [
     (
         ["--env-id", "Pendulum-v1", "--buffer-size", 100, "--batch-size", 256],
         "--buffer-size",
-        "must be in [256, inf), got 100",
+        "must be at least --batch-size (256), got 100",
     ),
     (["--env-id", "Pendulum-v1", "--learning-starts", -1], "--learning-starts", "must be in [0, inf), got -1"),
     (["--env-id", "Pendulum-v1", "--tau", 3], "--tau", "must be in (0, 1], got 3.0"),

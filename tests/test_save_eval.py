@@ -13,29 +13,13 @@ import gymnasium as gym
 import pytest
 import torch
 import tyro
-from conftest import load_script, run_in_process, run_script
+from helpers.in_process import run_in_process
+from helpers.scripts import load_script, run_script
 
+OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"]
 PAIRS = {  # the baseline of each pair, and a short training run that goes past the start of learning on a CPU
-    "sac_continuous_action": [
-        "--env-id",
-        "Pendulum-v1",
-        "--learning-starts",
-        "100",
-        "--batch-size",
-        "32",
-        "--total-timesteps",
-        "300",
-    ],
-    "td3_continuous_action": [
-        "--env-id",
-        "Pendulum-v1",
-        "--learning-starts",
-        "100",
-        "--batch-size",
-        "32",
-        "--total-timesteps",
-        "300",
-    ],
+    "sac_continuous_action": OFF_POLICY,
+    "td3_continuous_action": OFF_POLICY,
     "ppo_continuous_action": [
         "--env-id",
         "Pendulum-v1",
@@ -99,7 +83,9 @@ def test_saved_agent_evaluates_as_in_memory_in_both_files(pair, tmp_path):
         saved = torch.load(run_dir(summary) / "model.pt", map_location="cpu", weights_only=True)
         assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["args"]["seed"] == 1
         assert saved["args"]["total_timesteps"] == int(PAIRS[pair][-1])
-        if pair == "ppo_continuous_action":  # the observation normalization the policy was trained with (CleanRL #425)
+        if (
+            pair == "ppo_continuous_action"
+        ):  # the observation normalization the policy was trained with, without which it fails
             assert set(saved["obs_rms"]) == {"mean", "var", "count"} and saved["obs_rms"]["count"] > 100
             assert saved["obs_rms"]["mean"].abs().sum() > 0
         trained[script] = (summary["eval_return_mean"], run_dir(summary) / "model.pt", saved)

@@ -1,4 +1,4 @@
-"""Data-parallel PPO under torchrun (issue 23), on a CPU with gloo and 2 ranks: the run finishes and rank 0 alone
+"""Data-parallel PPO under torchrun, on a CPU with gloo and 2 ranks: the run finishes and rank 0 alone
 writes one run folder (global steps summed over ranks, world_size 2); after every update both ranks hold the same
 parameters; what the one flat all_reduce hands back is the mean of the gradients each rank computed alone; a 1-rank
 torchrun run is the plain run; bad sizings and backends give one line before any work."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, load_script, read_metrics, run_script
+from helpers.scripts import ROOT, SCRIPTS, load_script, read_metrics, run_script
 
 PPO_FLAGS = {
     "ppo_continuous_action_torchcompile": [
@@ -47,6 +47,8 @@ PPO_FLAGS = {
     ],  # 3 iterations of 2 ranks x 2 envs x 32 steps
 }
 
+PROBE = ROOT / "tests/helpers/dp_probe.py"  # torchrun runs it as a script
+
 
 def torchrun(*args, nproc=2, timeout=600):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *map(str, args)]
@@ -56,21 +58,18 @@ def torchrun(*args, nproc=2, timeout=600):
     return proc
 
 
+def probed_run(script, tmp_path, *flags):
+    """The script with PPO_FLAGS and flags under torchrun, 2 ranks on gloo, watched by PROBE (which saves to tmp_path):
+    what each rank saw, [rank 0's, rank 1's]."""
+    torchrun(PROBE, SCRIPTS / f"{script}.py", tmp_path, "--", *PPO_FLAGS[script], "--dist-backend", "gloo", *flags)
+    return [torch.load(tmp_path / f"probe.{r}.pt") for r in (0, 1)]
+
+
 @pytest.mark.parametrize("script", list(PPO_FLAGS))
 def test_two_ranks_learn_as_one(script, tmp_path):
     out = tmp_path / "runs"
-    torchrun(
-        ROOT / "tests/helpers/dp_probe.py",
-        SCRIPTS / f"{script}.py",
-        tmp_path,
-        "--",
-        *PPO_FLAGS[script],
-        "--dist-backend",
-        "gloo",
-        "--output-dir",
-        out,
-        "--save-model",
-    )  # (on a CPU: --no-cuda, as a GPU host has one GPU for the two ranks)
+    # (on a CPU: --no-cuda, as a GPU host has one GPU for the two ranks)
+    ranks = probed_run(script, tmp_path, "--output-dir", out, "--save-model")
     summaries = list(out.rglob("summary.json"))
     assert len(summaries) == 1 and len(list(out.iterdir())) == 1  # rank 0 alone wrote a run folder
     summary = json.loads(summaries[0].read_text())
@@ -81,7 +80,6 @@ def test_two_ranks_learn_as_one(script, tmp_path):
     assert (summaries[0].parent / "model.pt").is_file()
     rows = read_metrics(dict(summary, _run_dir=summaries[0].parent))
     assert len(rows) == 3 and [int(r["global_step"]) for r in rows][-1] == summary["global_step"]
-    ranks = [torch.load(tmp_path / f"probe.{r}.pt") for r in (0, 1)]
     updates = len(ranks[0]["params"])
     assert updates == len(ranks[1]["params"]) == len(ranks[0]["reduced"]) > 0
     for a, b in zip(ranks[0]["params"], ranks[1]["params"]):  # after every update: the same parameters
@@ -114,7 +112,10 @@ def test_bad_sizings_and_backends_fail_with_one_line(script, tmp_path, monkeypat
     cases = [
         (dict(dist_backend="nccl", cuda=False), "error: --dist-backend: nccl is not available here"),
         (dict(eval_model="model.pt"), "error: --eval-model: an evaluation runs in one process, not under torchrun"),
-        (dict(num_envs=1, num_steps=64, total_timesteps=64), "error: --total-timesteps: must be in [128, inf), got 64"),
+        (
+            dict(num_envs=1, num_steps=64, total_timesteps=64),
+            "error: --total-timesteps: must be at least --num-envs x --num-steps x ranks (128), got 64",
+        ),
     ]
     for overrides, error in cases:
         with pytest.raises(SystemExit) as exit:
@@ -127,20 +128,7 @@ def test_target_kl_stops_every_rank_at_the_same_epoch(tmp_path):
     """approx_kl travels in the flat all_reduce: every rank sees the ranks' mean and --target-kl stops them all after the
     same epoch (different epochs would leave one rank waiting in an all_reduce the others never make)."""
     script = "ppo_continuous_action_torchcompile"
-    torchrun(
-        ROOT / "tests/helpers/dp_probe.py",
-        SCRIPTS / f"{script}.py",
-        tmp_path,
-        "--",
-        *PPO_FLAGS[script],
-        "--dist-backend",
-        "gloo",
-        "--target-kl",
-        "1e-9",
-        "--output-dir",
-        tmp_path / "runs",
-    )
-    ranks = [torch.load(tmp_path / f"probe.{r}.pt") for r in (0, 1)]
+    ranks = probed_run(script, tmp_path, "--target-kl", "1e-9", "--output-dir", tmp_path / "runs")
     assert len(ranks[0]["params"]) == len(ranks[1]["params"]) == 3 * 4  # 3 iterations x 4 minibatches: 1 of the 2 epochs
     kls = [[out[-1] for _, out in rank["reduced"]] for rank in ranks]
     assert kls[0] == kls[1] and all(

@@ -1,0 +1,21 @@
+"""Comparisons of two paths' outputs and parameters (compiled and eager, fast and CleanRL's), within float tolerance."""
+
+import torch
+
+
+def assert_all_close(a, b, what, rtol=1e-4, atol=1e-5):
+    """Each tensor of a equals b's at the same place, within the tolerance; what names them in the message."""
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+
+
+def assert_params_close(a, b, what, max_lr, steps=3):
+    """Adam divides each gradient by its running RMS: where a gradient is ~0, float reordering between two kernels
+    can move that element by up to lr per step in either direction. So: every element within Adam's largest
+    possible drift after `steps` steps at the largest learning rate, and all but a few (< 1%) equal to float
+    precision; a wrong update fails the second."""
+    for x, y in zip(a, b, strict=True):
+        diff = (x - y).abs()
+        assert diff.max() <= 2 * steps * max_lr, f"{what}: max difference {diff.max():.2e}"
+        loose = (diff > 1e-5 + 1e-4 * y.abs()).float().mean().item()
+        assert loose < 0.01, f"{what}: {loose:.1%} of the elements differ"

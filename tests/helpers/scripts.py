@@ -1,0 +1,79 @@
+"""Run a script as a user would (a subprocess, its summary.json read back), or import it to test its parts."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+
+
+def run_script(script, *flags, tmp_path, expect_ok=True, timeout=1200):
+    """Run `scripts/<script>.py` in a subprocess (cwd tmp_path); return (CompletedProcess, summary dict or None)."""
+    out = tmp_path / "runs"
+    cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), "--output-dir", str(out), *map(str, flags)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    if expect_ok and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+        )
+    summary = None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0:
+        path = pathlib.Path(lines[-1])  # the last line printed is the path of summary.json
+        assert path.name == "summary.json" and path.is_file(), proc.stdout[-2000:]
+        summary = json.loads(path.read_text())
+        summary["_run_dir"] = str(path.parent)
+    return proc, summary
+
+
+def load_script(script):
+    """Import `scripts/<script>.py` as a module (its `main` only runs under __main__)."""
+    spec = importlib.util.spec_from_file_location(script, SCRIPTS / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[script] = module  # torch.compile looks modules up by name to read their globals
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_metrics(summary):
+    import csv
+
+    with open(pathlib.Path(summary["_run_dir"]) / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+SUMMARY_KEYS = {
+    "script",
+    "algo",
+    "device",
+    "gpu_name",
+    "cpu_count",
+    "torch_version",
+    "world_size",
+    "global_step",
+    "sps",
+    "wall_time_s",
+    "warmup_s",
+    "episodic_return",
+    "episodes",
+    "status",
+    "args",
+}  # CONVENTIONS.md; the flags are in args only
+
+
+def check_summary(summary, script, algo, env_id, total_timesteps, compile=False, cudagraphs=False):
+    """What every finished run's summary.json must say."""
+    assert SUMMARY_KEYS <= set(summary), SUMMARY_KEYS - set(summary)
+    assert summary["script"] == script and summary["algo"] == algo and summary["args"]["env_id"] == env_id
+    assert summary["status"] == "finished" and summary["world_size"] == 1
+    assert summary["global_step"] >= total_timesteps
+    assert summary["args"].get("compile", False) is compile and summary["args"].get("cudagraphs", False) is cudagraphs
+    assert summary["sps"] is not None and summary["sps"] > 0
+    assert summary["warmup_s"] is not None and summary["warmup_s"] >= 0
+    assert summary["cpu_count"] == os.cpu_count()
+    assert not {"env_id", "seed", "compile", "cudagraphs"} & set(summary)  # nothing written twice
