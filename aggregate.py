@@ -2,6 +2,9 @@
 run.sh was called; machine.json and machine.md, the machine) and the results it makes from every run's summary.json
 (results.csv, results.md, the PNG plots).
 
+The results group the runs by algorithm, env id, exp name (--exp-name; the scripts' default, their file name, counts as
+one name for both files of a pair) and variant, so that it also compares a user's own runs: `./run.sh --aggregate runs`.
+
     python aggregate.py DIR [--algorithms A,B] [--variants V,W]    results.csv, results.md and plots in DIR
     python aggregate.py --record-bench DIR --command ... [-- FLAGS]  bench.json
     python aggregate.py --record-machine DIR [--jobs N] ...         machine.json, machine.md
@@ -34,6 +37,7 @@ COLUMNS = [
     "seed",
     "status",
     "env_id",
+    "exp_name",
     "sps",
     "episodic_return",
     "episodes",
@@ -57,11 +61,13 @@ COLUMNS = [
 ]
 # the columns written as "" where a run has no value (the others as nothing at all)
 TEXT_COLUMNS = ["exit_code", "error", "run_dir", "log", "command"]
-# results.md's table: one row per algorithm and variant
+# results.md's table: one row per algorithm, env id, exp name and variant; the exp name's column only where a run has
+# one of its own (not the script's name)
 TABLE_COLUMNS = [
     "algorithm",
     "variant",
     "env",
+    "exp name",
     "steps",
     "runs",
     "steps/s median",
@@ -70,9 +76,10 @@ TABLE_COLUMNS = [
     "warm-up s",
     "episodic return",
 ]
-# the flags that name a run's variant, and what a script without the flag runs with
+# the flags that name a run's variant and its group, and what a script without the flag runs with
 FLAG_DEFAULTS = {
     "env_id": None,
+    "exp_name": None,
     "seed": None,
     "compile": False,
     "compile_mode": None,
@@ -139,6 +146,10 @@ def read_summary(folder, path, row):
     return record
 
 
+# why a run with the status "terminated" stopped (its script writes that status when SIGTERM reaches it, and exits 143)
+TERMINATED = "terminated by SIGTERM (a time limit such as Slurm's --time, kill, timeout) before its end"
+
+
 def collect_runs(folder):
     """One record per run: runs.tsv's rows (it knows the runs that left no summary.json), then any other summary.json
     under the folder; each run that did not finish with the reason why."""
@@ -160,27 +171,60 @@ def collect_runs(folder):
             continue
         if record["status"] == "missing":
             record["error"] = "script not found: " + record["command"]
+        elif record["status"] == "terminated":
+            record["error"] = TERMINATED
         else:  # the last line its log shows
             lines = [line for line in log_tail(folder, record.get("log")) if line.strip()] or [""]
             record["error"] = lines[-1][:300]
     return records
 
 
+def exp_group(run):
+    """A run's exp name for grouping: its --exp-name, or "" where that is the default (the script's own name)."""
+    if pd.isna(run.exp_name) or run.exp_name in ("", run.script):
+        return ""
+    return run.exp_name
+
+
+def add_groups(runs):
+    """The columns env_group and exp_group: each run's env id and exp name group ("" where unknown, or the default exp
+    name). A run that left no summary.json (runs.tsv alone knows it) takes those of its algorithm's other runs where
+    they all have the same one, as in run.sh's own folders."""
+    runs = runs.copy()
+    runs["env_group"] = runs.env_id.fillna("")
+    runs["exp_group"] = [exp_group(run) for run in runs.itertuples()]
+    known = runs[runs.run_dir != ""]
+    for algorithm, rows in known.groupby("algorithm"):
+        unknown = (runs.algorithm == algorithm) & (runs.run_dir == "")
+        for column in ["env_group", "exp_group"]:
+            values = set(rows[column])
+            if len(values) == 1:
+                runs.loc[unknown, column] = values.pop()
+    return runs
+
+
 def sort_runs(runs, algorithms, variants):
-    """Rows in run.sh's order of algorithms, then of variants (other names after them, by name), then by seed."""
+    """Rows in run.sh's order of algorithms, then by env id (unknown last), exp name (the default first), then in
+    run.sh's order of variants (other names after them, by name), then by seed."""
     names = list(algorithms) + list(variants) + sorted(set(runs.algorithm) | set(runs.variant))
     rank = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    envs = sorted(set(runs.env_group) - {""}) + [""]
+    env_rank = {env: i for i, env in enumerate(envs)}
 
     def sort_key(column):
         if column.name == "seed":
             return pd.to_numeric(column, errors="coerce").fillna(0)
+        if column.name == "env_group":
+            return column.map(env_rank)
+        if column.name == "exp_group":
+            return column
         return column.map(rank)
 
-    return runs.sort_values(["algorithm", "variant", "seed"], key=sort_key)
+    return runs.sort_values(["algorithm", "env_group", "exp_group", "variant", "seed"], key=sort_key)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Per algorithm and variant: steps/s, warm-up and return over the runs that finished
+# Per algorithm, env id, exp name and variant: steps/s, warm-up and return over the runs that finished
 
 
 def count_finished(statuses):
@@ -191,8 +235,9 @@ def seed_values(values):
     return values.dropna().tolist()
 
 
-def env_ids(ids):
-    return ", ".join(sorted(set(ids.dropna()) - {""}))
+def names(values):
+    """The names a row's runs give (env ids, exp names), from their own summaries."""
+    return ", ".join(sorted(set(values.dropna()) - {""}))
 
 
 def step_budgets(steps):
@@ -200,12 +245,13 @@ def step_budgets(steps):
 
 
 def variant_stats(runs):
-    """One row per algorithm and variant, in the runs' order: counts, steps/s (median, range, every seed's), warm-up,
-    return (mean, std), the env ids and budgets, and the speed-up over the baseline (a ratio of medians)."""
-    keys = ["algorithm", "variant"]
+    """One row per algorithm, env id, exp name and variant (runs with the columns of add_groups), in the runs' order:
+    counts, steps/s (median, range, every seed's), warm-up, return (mean, std), the env id, exp names and budgets, and
+    the speed-up over the baseline of the same algorithm, env id and exp name (a ratio of medians)."""
+    keys = ["algorithm", "env_group", "exp_group", "variant"]
     done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float, "warmup_s": float})
     measured = done[["sps", "warmup_s", "episodic_return", "env_id", "total_timesteps"]]
-    groups = runs[keys + ["status"]].join(measured).groupby(keys, sort=False)
+    groups = runs[keys + ["status", "exp_name"]].join(measured).groupby(keys, sort=False)
     stats = groups.agg(
         runs=("status", "size"),
         finished=("status", count_finished),
@@ -217,11 +263,14 @@ def variant_stats(runs):
         rets=("episodic_return", "count"),
         ret_mean=("episodic_return", "mean"),
         ret_std=("episodic_return", "std"),
-        env=("env_id", env_ids),
+        env=("env_id", names),
+        exp=("exp_name", names),
         steps=("total_timesteps", step_budgets),
     ).reset_index()
-    baseline = stats[stats.variant == "baseline"].set_index("algorithm")["median"]
-    stats["speedup"] = stats["median"] / stats.algorithm.map(baseline)
+    same = ["algorithm", "env_group", "exp_group"]
+    baselines = stats.loc[stats.variant == "baseline", same + ["median"]].rename(columns={"median": "baseline"})
+    stats = stats.merge(baselines, on=same, how="left")
+    stats["speedup"] = stats["median"] / stats["baseline"]
     return stats
 
 
@@ -234,12 +283,19 @@ def device_name(runs, machine):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The plots, two per algorithm
+# The plots, two per algorithm, each with a panel per env id and exp name (one panel for run.sh's own runs)
 
 
-def plot_speeds(folder, algorithm, rows, device, colors):
-    """sps_<algorithm>.png: steps/s per variant; a bar for the median, whiskers for the range, a dot per seed."""
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 4), layout="tight")
+def group_label(env, exp):
+    """A panel's title: the env id and the exp name of its runs (the group's keys: "" where unknown, or the default)."""
+    label = env or "env unknown"
+    if exp:
+        label += f", --exp-name {exp}"
+    return label
+
+
+def speed_panel(ax, rows, colors):
+    """Steps/s per variant: a bar for the median, whiskers for the range, a dot per seed."""
     below = (rows["median"] - rows.low).to_numpy()
     above = (rows.high - rows["median"]).to_numpy()
     bar_colors = [colors.get(variant, "grey") for variant in rows.variant]
@@ -252,16 +308,27 @@ def plot_speeds(folder, algorithm, rows, device, colors):
             ax.annotate(f"{st.speedup:.2f}x", (i, st.high), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
     ax.set_xticks(range(len(rows)), rows.variant, rotation=15)
     ax.set(ylabel="steps/s (median, range over seeds)", ylim=(0, None))
-    ax.set_title(f"{algorithm}\n{device}", fontsize=9)
+
+
+def plot_speeds(folder, algorithm, rows, device, colors):
+    """sps_<algorithm>.png: steps/s per variant (rows: the algorithm's rows of variant_stats), a panel per group."""
+    panels = list(rows.groupby(["env_group", "exp_group"], sort=False))
+    widths = [1.6 + 1.4 * len(panel) for _, panel in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths), 4), layout="tight", width_ratios=widths, squeeze=False)
+    for ax, (group, panel) in zip(axes[0], panels):
+        speed_panel(ax, panel, colors)
+        title = algorithm
+        if len(panels) > 1:
+            title += ": " + group_label(*group)
+        ax.set_title(f"{title}\n{device}", fontsize=9)
     fig.savefig(folder / f"sps_{algorithm}.png", dpi=100)
     plt.close(fig)
 
 
-def plot_curves(folder, algorithm, runs, device, colors):
-    """curves_<algorithm>.png: episodic return against steps and against wall time, one line per run."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="tight")
+def curve_panels(folder, axes, runs, colors):
+    """Episodic return against steps (axes[0]) and against wall time (axes[1]), one line per run."""
     labelled = set()  # one legend entry per variant
-    for run in runs[(runs.algorithm == algorithm) & (runs.run_dir != "")].itertuples():
+    for run in runs[runs.run_dir != ""].itertuples():
         try:
             metrics = pd.read_csv(folder / run.run_dir / "metrics.csv").reindex(
                 columns=["global_step", "wall_time_s", "episodic_return"]
@@ -290,6 +357,18 @@ def plot_curves(folder, algorithm, runs, device, colors):
         axis.text(0.5, 0.5, message, ha="center", va="center", transform=axis.transAxes)
     if labelled:
         axes[0].legend(fontsize=8)
+
+
+def plot_curves(folder, algorithm, runs, device, colors):
+    """curves_<algorithm>.png: episodic return against steps and against wall time (runs: the algorithm's runs), one
+    line per run, a row of two panels per group."""
+    panels = list(runs.groupby(["env_group", "exp_group"], sort=False))
+    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 4 * len(panels)), layout="tight", squeeze=False)
+    for row, (group, panel) in zip(axes, panels):
+        curve_panels(folder, row, panel, colors)
+        if len(panels) > 1:
+            for axis in row:
+                axis.set_title(group_label(*group), fontsize=9)
     fig.suptitle(f"{algorithm}: {device}", fontsize=9)
     fig.savefig(folder / f"curves_{algorithm}.png", dpi=100)
     plt.close(fig)
@@ -348,8 +427,9 @@ def machine_lines(machine, device):
     return lines
 
 
-def table_row(st):
-    """One algorithm and variant in results.md's table."""
+def table_row(st, columns, grouped):
+    """One algorithm, env id, exp name and variant in results.md's table: its cells in these columns. Its env: that of
+    its finished runs, or where the table is grouped (run.sh's own folders are not) that of all its runs."""
     fmt = "{:,.1f}".format
     if st.median >= 100:  # one precision per row, set by its median
         fmt = "{:,.0f}".format
@@ -372,23 +452,53 @@ def table_row(st):
         ret = f"{st.ret_mean:,.1f} ± {st.ret_std:,.1f}"
     if 0 < st.rets < st.finished:
         ret += f" ({st.rets} of {st.finished} runs had a finished episode)"
-    cells = [st.algorithm, st.variant, st.env or "–", st.steps or "–", f"{st.finished}/{st.runs}", median, spread]
-    cells += [speedup, warmup, ret]
-    return "| " + " | ".join(cells) + " |"
+    env = st.env
+    if grouped:
+        env = st.env_group
+    cells = {
+        "algorithm": st.algorithm,
+        "variant": st.variant,
+        "env": env or "–",
+        "exp name": st.exp or "–",
+        "steps": st.steps or "–",
+        "runs": f"{st.finished}/{st.runs}",
+        "steps/s median": median,
+        "steps/s range": spread,
+        "speed-up": speedup,
+        "warm-up s": warmup,
+        "episodic return": ret,
+    }
+    return "| " + " | ".join(cells[column] for column in columns) + " |"
 
 
 def table_lines(stats):
+    """The table, its notes and the plots. The table is grouped where a run has an exp name of its own (a column shows
+    it) or an algorithm has runs of more than one env id or exp name; a note then says how the rows are compared."""
+    own_exp_name = (stats.exp_group != "").any()
+    columns = TABLE_COLUMNS
+    if not own_exp_name:
+        columns = [column for column in TABLE_COLUMNS if column != "exp name"]
+    groups = stats[["algorithm", "env_group", "exp_group"]].drop_duplicates()
+    grouped = own_exp_name or groups.algorithm.duplicated().any()
     lines = ["", "## Steps per second and final return", ""]
-    lines.append("| " + " | ".join(TABLE_COLUMNS) + " |")
-    lines.append("| --- " * len(TABLE_COLUMNS) + "|")
+    lines.append("| " + " | ".join(columns) + " |")
+    lines.append("| --- " * len(columns) + "|")
     for st in stats.itertuples():
-        lines.append(table_row(st))
+        lines.append(table_row(st, columns, grouped))
     lines += [
         "",
         "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of "
         "each run; median and range (min–max) over the seeds that finished; warm-up s: the burn-in's wall time "
         "(`warmup_s`), median.",
         "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
+    ]
+    if grouped:
+        lines.append(
+            "- rows: one per algorithm, env id, exp name (`--exp-name`) and variant; the speed-up is over the baseline "
+            "of the same algorithm, env id and exp name. The scripts' default exp names (their file names) count as one: "
+            "give both files of a pair the same `--exp-name` to compare them."
+        )
+    lines += [
         "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
         "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
         "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`; "
@@ -416,12 +526,18 @@ def failure_lines(folder, runs):
         lines += [title, ""]
         if run.command:
             lines += [f"`{run.command}`", ""]
+        elif run.run_dir:  # a run that no runs.tsv knows: its folder names its env id and exp name
+            lines += [f"`{run.run_dir}`", ""]
         tail = log_tail(folder, run.log)
+        if run.status == "terminated":  # its log ends with its summary's path: why it stopped
+            lines.append(f"The run was {TERMINATED}.")
+            if tail:
+                lines.append("")
         if tail:
             lines += [f"End of `{run.log}`:", "", "```text"]
             lines += [line.replace("```", "'''") for line in tail]  # a fence inside would end the block
             lines.append("```")
-        elif run.error:
+        elif run.error and run.status != "terminated":
             lines.append(run.error)
         lines.append("")
     return lines
@@ -434,14 +550,14 @@ def read_json(path):
 
 
 def aggregate(folder, algorithms=(), variants=()):
-    """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it. algorithms
-    and variants (run.sh's lists) order the tables; the variants also give the plots their colours. Returns the runs
-    as results.csv has them."""
+    """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it: one table row
+    per algorithm, env id, exp name and variant. algorithms and variants (run.sh's lists) order the tables; the variants
+    also give the plots their colours. Returns the runs as results.csv has them."""
     folder = pathlib.Path(folder).resolve()
     runs = pd.DataFrame(collect_runs(folder), columns=COLUMNS, dtype=object)
     runs = runs.fillna(dict.fromkeys(TEXT_COLUMNS, ""))
-    runs = sort_runs(runs, algorithms, variants)
-    runs.to_csv(folder / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
+    runs = sort_runs(add_groups(runs), algorithms, variants)
+    runs[COLUMNS].to_csv(folder / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
     stats = variant_stats(runs)
     machine = read_json(folder / "machine.json")
     bench = read_json(folder / "bench.json")
@@ -450,13 +566,13 @@ def aggregate(folder, algorithms=(), variants=()):
     colors = {variant: f"C{i}" for i, variant in enumerate(variants)}  # matplotlib's default colours (tab10)
     for algorithm, rows in stats.groupby("algorithm", sort=False):
         plot_speeds(folder, algorithm, rows, device, colors)
-        plot_curves(folder, algorithm, runs, device, colors)
+        plot_curves(folder, algorithm, runs[runs.algorithm == algorithm], device, colors)
 
     lines = header_lines(runs, bench) + machine_lines(machine, device) + table_lines(stats) + failure_lines(folder, runs)
     (folder / "results.md").write_text("\n".join(lines) + "\n")
     finished = (runs.status == "finished").sum()
     print(f"run.sh: {len(runs)} runs ({finished} finished) -> {folder / 'results.md'}")
-    return runs
+    return runs[COLUMNS]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -110,7 +110,8 @@ Options:
   --append                add these runs to the benchmark already in --out (e.g. one algorithm per call on
                           a machine with a time limit per command); the tables then cover all of them
   --aggregate DIR         run nothing: re-read DIR (the --out of an earlier run.sh, or any folder with run
-                          folders holding summary.json) and rewrite its results.csv, results.md and plots
+                          folders holding summary.json, such as the scripts' own runs/) and rewrite its
+                          results.csv, results.md and plots, grouped by algorithm, env id and exp name
   --publish DIR           afterwards, copy the small files (results.csv, results.md, machine.*, *.png) into
                           DIR, e.g. doc/results/cpu-2core
   --jobs N                up to N runs at once on this machine (default 1; needs bash 5.1+): each run slot gets
@@ -134,14 +135,19 @@ What it leaves in DIR:
   logs/<algo>__<variant>__seed<N>.log   each run's stdout and stderr
   runs/<algo>/<variant>/seed<N>/<run_name>/   each run's metrics.csv and summary.json
   results.csv               one row per run (failed ones too, with status and the last line of the log)
-  results.md                per algorithm and variant: steps/s median and range over seeds, speed-up over the
-                            baseline (ratio of medians), final episodic return mean +- std; the plots; the tail
-                            of the log of each run that did not finish
-  sps_<algo>.png            steps/s per variant (bar: median, whiskers: range, dots: seeds)
-  curves_<algo>.png         episodic return against steps and against wall time, one line per run
+  results.md                per algorithm, env id, exp name (--exp-name) and variant: steps/s median and range
+                            over seeds, speed-up over the baseline of the same algorithm, env id and exp name
+                            (ratio of medians), final episodic return mean +- std; the plots; the tail of the
+                            log of each run that did not finish
+  sps_<algo>.png            steps/s per variant (bar: median, whiskers: range, dots: seeds), a panel per env id
+                            and exp name
+  curves_<algo>.png         episodic return against steps and against wall time, one line per run, a row of
+                            panels per env id and exp name
 
 Exit status: 0 if every run finished; 1 if any failed or its script is missing; 130 if interrupted (Ctrl-C
-stops the current run, which writes its summary as "interrupted", and aggregates what exists); 2 on bad options.
+stops the current run, which writes its summary as "interrupted", and aggregates what exists); 143 if a run was
+terminated (SIGTERM: a time limit, kill, timeout; its summary says "terminated") or run.sh itself was: no more
+runs start, and what exists is aggregated; 2 on bad options.
 --aggregate alone exits 0 once it has written the files, whatever the runs' statuses.
 
 The full table on one 8-GPU node: ./run.sh --jobs 8 (8 runs at once, one per GPU, the cores split 8 ways).
@@ -416,7 +422,9 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     fi
     summary_rel=""
     [ -n "$summary" ] && [ -f "$summary" ] && summary_rel="${summary#"$OUT"/}"
-    if [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ]; then
+    if [ "$rc" = 143 ]; then # SIGTERM (Slurm's time limit, kill, timeout): the script wrote its summary as "terminated"
+        status=terminated
+    elif [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ]; then
         status=interrupted
     elif [ "$rc" = 0 ] && [ -n "$summary_rel" ]; then
         status=finished
@@ -432,13 +440,14 @@ print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1
         echo "    $name: $status (exit $rc) after $((SECONDS - start)) s; end of $OUT/$log:" >&2
         tail -n 5 "$OUT/$log" | sed 's/^/    | /' >&2
     fi
-    case "$status" in finished) return 0 ;; interrupted) return 130 ;; *) return 1 ;; esac
+    case "$status" in finished) return 0 ;; interrupted) return 130 ;; terminated) return 143 ;; *) return 1 ;; esac
 }
 
-INTERRUPTED=0
+INTERRUPTED=0 # no more runs start: Ctrl-C, SIGTERM, or a run terminated
+TERMINATED=0  # SIGTERM, to run.sh or to a run: run.sh exits 143
 FAILED=0
 count() { # a run's exit status from run_one
-    case "$1" in 0) ;; 130) INTERRUPTED=1 ;; *) FAILED=$((FAILED + 1)) ;; esac
+    case "$1" in 0) ;; 130) INTERRUPTED=1 ;; 143) INTERRUPTED=1 TERMINATED=1 ;; *) FAILED=$((FAILED + 1)) ;; esac
 }
 
 if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no aggregation (the dependent job does it)
@@ -446,8 +455,10 @@ if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no agg
     [ "$i" -lt "$TOTAL" ] || die "--run-task: no run $i in $OUT/slurm/plan.${RUN_TASK%%:*}.tsv"
     mkdir -p "$OUT/tasks"
     record="$OUT/tasks/${RUN_TASK/:/.}.tsv"
-    # what stays if Slurm kills the task (its time limit, scancel, a node lost): the run as failed; run_one replaces it
+    # what stays if Slurm kills the task (SIGKILL: a node lost, the end of the grace after SIGTERM): the run as failed;
+    # run_one replaces it. On SIGTERM (the time limit, scancel) the task waits for its run, which ends as "terminated".
     runs_row "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" failed "" "" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
+    trap : TERM
     run_one "$i" "$record.new" "" ""
     rc=$?
     mv "$record.new" "$record"
@@ -481,7 +492,8 @@ fi
 [ -e "$OUT/runs.tsv" ] || runs_row "${RUNS_COLUMNS[@]}" >"$OUT/runs.tsv"
 echo "run.sh: $TOTAL runs into $OUT" $([ "$JOBS" -gt 1 ] && echo "($JOBS at once)")
 if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the running script
-    trap 'INTERRUPTED=1' INT TERM # the running script gets the Ctrl-C too and writes its summary as "interrupted"
+    trap 'INTERRUPTED=1' INT # the running script gets the Ctrl-C too and writes its summary as "interrupted"
+    trap 'INTERRUPTED=1 TERMINATED=1' TERM
     gpu=""
     [ -n "$GPUS" ] && gpu=${RUN_GPUS[0]}
     for ((i = 0; i < TOTAL; i++)); do
@@ -489,12 +501,13 @@ if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the 
         run_one "$i" "$OUT/runs.tsv" "" "$gpu"
         count $?
     done
-else # a pool of --jobs slots, each run in its own process group: Ctrl-C is passed on to every running one
+else # a pool of --jobs slots, each run in its own process group: Ctrl-C (SIGTERM) is passed on to every running one
     set -m
     declare -A SLOT_OF=()
     FREE=()
     for ((k = 0; k < JOBS; k++)); do FREE+=("$k"); done
-    trap 'INTERRUPTED=1; for p in "${!SLOT_OF[@]}"; do kill -INT -- "-$p" 2>/dev/null; done' INT TERM
+    trap 'INTERRUPTED=1; for p in "${!SLOT_OF[@]}"; do kill -INT -- "-$p" 2>/dev/null; done' INT
+    trap 'INTERRUPTED=1 TERMINATED=1; for p in "${!SLOT_OF[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done' TERM
     reap() { # wait for a run of the pool to end: free its slot, count it
         local pid=""
         wait -n -p pid "${!SLOT_OF[@]}"
@@ -511,7 +524,7 @@ else # a pool of --jobs slots, each run in its own process group: Ctrl-C is pass
         FREE=("${FREE[@]:1}")
         gpu=""
         [ ${#RUN_GPUS[@]} -gt 0 ] && gpu=${RUN_GPUS[$((slot % ${#RUN_GPUS[@]}))]}
-        (trap : INT; run_one "$i" "$OUT/runs.tsv" "${CPU_SETS[$slot]-}" "$gpu") & # the row is written even after a Ctrl-C
+        (trap : INT TERM; run_one "$i" "$OUT/runs.tsv" "${CPU_SETS[$slot]-}" "$gpu") & # the row is written even after a Ctrl-C
         SLOT_OF[$!]=$slot
     done
     while [ ${#SLOT_OF[@]} -gt 0 ]; do reap; done
@@ -521,6 +534,10 @@ trap - INT TERM
 
 aggregate "$OUT" || FAILED=$((FAILED + 1))
 if [ -n "$PUBLISH" ]; then publish "$OUT" "$PUBLISH" || FAILED=$((FAILED + 1)); fi
+if [ "$TERMINATED" = 1 ]; then
+    echo "run.sh: terminated (SIGTERM); the remaining runs were not started; kept what finished in $OUT" >&2
+    exit 143
+fi
 if [ "$INTERRUPTED" = 1 ]; then
     echo "run.sh: interrupted; kept what finished in $OUT" >&2
     exit 130

@@ -6,6 +6,7 @@ import math
 import os
 import pathlib
 import random
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -18,6 +19,7 @@ import torch.optim as optim
 import tqdm
 import tyro
 from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
 
 
 @dataclass
@@ -112,6 +114,7 @@ def check_args(args: Args):
             "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
         )
     if args.eval_model:  # evaluation only: no training (0 iterations)
+        load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
@@ -157,6 +160,21 @@ def evaluate(args, act, video_dir=None):  # envpool renders no video
         returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
     env.close()
     return returns
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -254,7 +272,7 @@ def main(args: Args):
     agent = Agent(envs.single_action_space.n).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     if args.eval_model:
-        log.load("ppo_atari", agent)
+        load_model(args, "ppo_atari", agent)
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape).to(device)
@@ -421,11 +439,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
     def __init__(self, args, columns):
         self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
-        self.end, self.wandb = None, None
+        self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
@@ -443,24 +461,20 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
-        try:
-            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
-                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-            module.load_state_dict(saved["model"])
-            return saved
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        self.terminated = True
+        raise KeyboardInterrupt
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
-        if self.updates == self.args.measure_burnin + 1:
-            self.burnin_end = (time.time(), global_step)
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
     def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
@@ -481,11 +495,13 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
-            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-            logged["charts/SPS"] = logged.pop("losses/sps", None)
-            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
         bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
         if bad:
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
@@ -501,6 +517,8 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
+        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
         summary.update(

@@ -12,9 +12,11 @@ import random
 import signal
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import torch
 import torch.nn as nn
@@ -22,6 +24,7 @@ import torch.optim as optim
 import tqdm
 import tyro
 from torch.distributions.normal import Normal
+from torch.utils.tensorboard import SummaryWriter
 
 
 @dataclass
@@ -95,6 +98,7 @@ class Args:
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
+    silence_v4_notices()
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
         sys.exit(
             f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
@@ -112,12 +116,26 @@ def check_args(args: Args):
             " into equal minibatches of 2 rows or more"
         )
     if args.eval_model:  # evaluation only: no training (0 iterations)
+        load_model(args, "ppo_continuous_action")  # a bad file ends the run here, before any work
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+
+
+def silence_v4_notices():
+    """CleanRL's MuJoCo tasks are -v4, kept so that its published returns compare. Silenced, and only these two:
+    gymnasium's advice to move to -v5, and MuJoCo's note that the v4 models' 'settotalmass' is deprecated (printed,
+    and appended to ./MUJOCO_LOG.TXT, for every env made)."""
+
+    def mujoco_warning(text):
+        if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
+            print(f"WARNING: {text}", file=sys.stderr)
+
+    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
+    mujoco.set_mju_user_warning(mujoco_warning)
 
 
 def make_env(env_id, idx, capture_video, video_dir, gamma):
@@ -155,6 +173,21 @@ def evaluate(args, act, video_dir):
             done = terminated or truncated
     env.close()
     return [float(r) for r in env.return_queue]
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -241,7 +274,10 @@ def main(args: Args):
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
-    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    # The --async-envs workers inherit these: Ctrl-C is this process's, and SIGTERM (from Slurm, or from close()
+    # stopping them) ends a worker at once, not through this process's handler
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
             make_env(
@@ -252,6 +288,7 @@ def main(args: Args):
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
+    signal.signal(signal.SIGTERM, sigterm)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
@@ -259,7 +296,7 @@ def main(args: Args):
     # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     obs_rms = None
     if args.eval_model:
-        obs_rms = log.load("ppo_continuous_action", agent).get("obs_rms")
+        obs_rms = load_model(args, "ppo_continuous_action", agent).get("obs_rms")
         if (
             not isinstance(obs_rms, dict)
             or "count" not in obs_rms
@@ -411,7 +448,8 @@ def main(args: Args):
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
-    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
+    # --async-envs: a step may be pending after Ctrl-C or SIGTERM; stop the workers
+    envs.close(terminate=status == "interrupted")
 
     def act(obs):  # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
         normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
@@ -435,11 +473,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
     def __init__(self, args, columns):
         self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
-        self.end, self.wandb = None, None
+        self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
@@ -457,24 +495,20 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
-        try:
-            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
-                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-            module.load_state_dict(saved["model"])
-            return saved
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        self.terminated = True
+        raise KeyboardInterrupt
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
-        if self.updates == self.args.measure_burnin + 1:
-            self.burnin_end = (time.time(), global_step)
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
     def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
@@ -495,11 +529,13 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
-            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-            logged["charts/SPS"] = logged.pop("losses/sps", None)
-            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
         bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
         if bad:
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
@@ -515,6 +551,8 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
+        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
         summary.update(

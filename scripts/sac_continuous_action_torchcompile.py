@@ -10,11 +10,13 @@ import random
 import signal
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Literal
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import torch
 import torch.nn as nn
@@ -24,6 +26,7 @@ import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
+from torch.utils.tensorboard import SummaryWriter
 
 # compile modes that capture CUDA graphs, and their stand-ins without CUDA
 GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -102,6 +105,7 @@ class Args:
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
+    silence_v4_notices()
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
         sys.exit(
             f"error: --env-id: {args.env_id}: SAC needs a gymnasium environment with continuous (Box) actions,"
@@ -116,9 +120,23 @@ def check_args(args: Args):
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
     check_fast_flags(args)
     if args.eval_model:  # evaluation only: no training, no replay memory
+        load_model(args, "sac_continuous_action")  # a bad file ends the run here, before any work
         args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+
+
+def silence_v4_notices():
+    """CleanRL's MuJoCo tasks are -v4, kept so that its published returns compare. Silenced, and only these two:
+    gymnasium's advice to move to -v5, and MuJoCo's note that the v4 models' 'settotalmass' is deprecated (printed,
+    and appended to ./MUJOCO_LOG.TXT, for every env made)."""
+
+    def mujoco_warning(text):
+        if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
+            print(f"WARNING: {text}", file=sys.stderr)
+
+    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
+    mujoco.set_mju_user_warning(mujoco_warning)
 
 
 def check_fast_flags(args: Args):
@@ -163,6 +181,21 @@ def evaluate(args, act, video_dir):
             done = terminated or truncated
     env.close()
     return [float(r) for r in env.return_queue]
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 class ReplayBuffer:
@@ -276,6 +309,9 @@ def adam_settings(args: Args, device: torch.device) -> dict:
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
+        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
+        # can impair performance) is not the user's to act on
+        warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
 
@@ -298,17 +334,22 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     sac.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam_settings(args, device))
     sac.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam_settings(args, device))
 
-    # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update)
+    # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update),
+    # computed from log_alpha where it is used: an update that changed a tensor of its own in place (alpha.copy_) would
+    # make inductor skip its CUDA graphs under --compile-mode reduce-overhead / max-autotune.
     if args.autotune:
         target_entropy = -float(action_dim)
         sac.log_alpha = log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        sac.alpha = alpha = log_alpha.detach().exp()
         a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam_settings(args, device))
     else:
-        sac.alpha = alpha = torch.tensor([args.alpha], device=device)
+        fixed_alpha = torch.tensor([args.alpha], device=device)
+
+    def current_alpha():
+        return log_alpha.detach().exp() if args.autotune else fixed_alpha
 
     def update_critic(batch):
         b = ReplayBuffer.split(batch, obs_dim, action_dim)
+        alpha = current_alpha()
         with torch.no_grad():
             next_state_actions, next_state_log_pi, _ = actor.get_action(b["next_obs"])
             qf1_next_target = qf1_target(b["next_obs"], next_state_actions)
@@ -331,6 +372,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     def update_actor(batch):
         observations = ReplayBuffer.split(batch, obs_dim, action_dim)["obs"]
+        alpha = current_alpha()
         pi, log_pi, _ = actor.get_action(observations)
         qf1_pi = torch.func.functional_call(qf1, qf1_detached, (observations, pi))
         qf2_pi = torch.func.functional_call(qf2, qf2_detached, (observations, pi))
@@ -349,9 +391,8 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             a_optimizer.zero_grad()
             alpha_loss.backward()
             a_optimizer.step()
-            alpha.copy_(log_alpha.detach().exp())
-            return dict(actor_loss=actor_loss.detach(), alpha_loss=alpha_loss.detach())
-        return dict(actor_loss=actor_loss.detach())  # --no-autotune: no alpha to learn (LeanRL crashes here)
+            return dict(actor_loss=actor_loss.detach(), alpha=current_alpha(), alpha_loss=alpha_loss.detach())
+        return dict(actor_loss=actor_loss.detach(), alpha=alpha)  # --no-autotune: no alpha to learn (LeanRL crashes here)
 
     targets = list(qf1_target.parameters()) + list(qf2_target.parameters())
 
@@ -398,7 +439,10 @@ def main(args: Args):
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
     # the true final one in infos["final_obs"]
-    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the --async-envs workers inherit it: Ctrl-C is this process's
+    # The --async-envs workers inherit these: Ctrl-C is this process's, and SIGTERM (from Slurm, or from close()
+    # stopping them) ends a worker at once, not through this process's handler
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
             make_env(
@@ -413,12 +457,13 @@ def main(args: Args):
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     signal.signal(signal.SIGINT, sigint)
+    signal.signal(signal.SIGTERM, sigterm)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     sac = make_sac(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
     if args.eval_model:  # in place, so that compiled and captured functions read the loaded weights
-        log.load("sac_continuous_action", sac.actor)
+        load_model(args, "sac_continuous_action", sac.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     metrics, status, steps_done = {}, "finished", 0
 
@@ -457,7 +502,7 @@ def main(args: Args):
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
                     # compensate for the delay by doing 'actor_update_interval' instead of 1
                     for _ in range(args.policy_frequency):
-                        metrics.update(sac.update_actor(batch), alpha=sac.alpha)
+                        metrics.update(sac.update_actor(batch))
                 # update the target networks
                 if global_step % args.target_network_frequency == 0:
                     sac.update_target()
@@ -469,7 +514,8 @@ def main(args: Args):
                     break
     except KeyboardInterrupt:
         status = "interrupted"
-    envs.close(terminate=status == "interrupted")  # (--async-envs: a step may be pending after Ctrl-C; stop the workers)
+    # --async-envs: a step may be pending after Ctrl-C or SIGTERM; stop the workers
+    envs.close(terminate=status == "interrupted")
 
     def act(obs):  # deterministic: the mean action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
@@ -488,11 +534,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progress shown, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
     def __init__(self, args, columns):
         self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
-        self.end, self.wandb = None, None
+        self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
@@ -510,24 +556,20 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def load(self, agent, module):  # --eval-model: a model.pt of this pair, loaded into `module` in place
-        try:
-            saved = torch.load(self.args.eval_model, map_location="cpu", weights_only=True)
-            if saved["agent"] != agent or saved["env_id"] != self.args.env_id:
-                raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-            module.load_state_dict(saved["model"])
-            return saved
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {self.args.eval_model} is no {agent} model for {self.args.env_id} ({problem})")
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        self.terminated = True
+        raise KeyboardInterrupt
 
     def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
-        if self.updates == self.args.measure_burnin + 1:
-            self.burnin_end = (time.time(), global_step)
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
     def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
@@ -548,11 +590,13 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
         self.bar.set_postfix_str(line)
         if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
             print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        if self.wandb:  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
-            charts = ["global_step", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-            logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-            logged["charts/SPS"] = logged.pop("losses/sps", None)
-            self.wandb.log({k: v for k, v in logged.items() if v is not None}, step=global_step)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
         bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
         if bad:
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
@@ -568,6 +612,8 @@ class RunLog:  # the run folder (metrics.csv, model.pt, summary.json), the progr
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
+        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
         summary.update(

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors, run_in_process
-from helpers.parity import assert_all_close, assert_params_close
+from helpers.parity import assert_all_close, assert_greedy, assert_params_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 BASE, FAST = "dqn", "dqn_torchcompile"
@@ -143,14 +143,15 @@ def _steps(agent, n=3):
 
 def _shaken_greedy(src, dst, device="cpu"):
     """Shake src's Q-network (so that both actions win somewhere), copy it into dst; return observations as the loop
-    feeds them (numpy) and the arg-max of the shaken Q-network on them."""
+    feeds them (numpy) and the shaken Q-network's values on them."""
     with torch.no_grad():
         torch._foreach_add_(list(src.q_network.parameters()), [torch.randn_like(p) for p in src.q_network.parameters()])
     _copy_params(src, dst)
     obs = np.random.default_rng(1).normal(size=(64, OBS_DIM)).astype(np.float32)
-    greedy = src.q_network(torch.from_numpy(obs).to(device)).argmax(1)
-    assert 0 < greedy.sum() < len(obs)  # both actions occur
-    return obs, greedy
+    with torch.no_grad():
+        q_values = src.q_network(torch.from_numpy(obs).to(device))
+    assert 0 < q_values.argmax(1).sum() < len(obs)  # both actions occur
+    return obs, q_values
 
 
 def test_fast_update_equals_cleanrl_update():
@@ -231,9 +232,9 @@ def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
     assert_all_close(_steps(compiled), _steps(eager), "update outputs after an lr change")
     assert_params_close(_state(compiled), _state(eager), "parameters after an lr change", max_lr=1e-2)
     assert max((a - b).abs().max() for a, b in zip(_state(eager)[:6], moved[:6])) > 5e-3  # steps of the new lr's size
-    obs, greedy = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
+    obs, q_values = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
     for agent in (eager, compiled):
-        assert torch.equal(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), greedy)
+        assert_greedy(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), q_values, "greedy policy")
     _no_history(compiled)
 
 
@@ -399,9 +400,9 @@ def test_cudagraph_update_and_policy_equal_eager_on_gpu(flags, inductor_eager_rn
     # 5 updates: the first ones warm up (and compile) and capture, the last ones replay the graph
     assert_all_close(_steps(graphed, n=5), _steps(eager, n=5), "update outputs", rtol=1e-3, atol=1e-4)
     assert_params_close(_state(graphed), _state(eager), "parameters", max_lr=LR, steps=5)
-    obs, greedy = _shaken_greedy(eager, graphed, device)
+    obs, q_values = _shaken_greedy(eager, graphed, device)
     for _ in range(6):  # warm-up (and compilation), capture, replays
-        assert torch.equal(graphed.policy(torch.from_numpy(obs).to(device, non_blocking=True)), greedy)
+        assert_greedy(graphed.policy(torch.from_numpy(obs).to(device, non_blocking=True)), q_values, "graphed policy")
 
 
 @pytest.mark.gpu

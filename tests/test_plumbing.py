@@ -122,7 +122,51 @@ def test_progress_off_a_terminal_is_one_plain_line_per_row(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in lines] == [f"{s}/300:" for s in range(50, 301, 50)], proc.stderr
     assert lines[-1].endswith(f"steps/s, return {round(summary['episodic_return'], 1)}")
+    assert lines[0].startswith("step 50/300: warming up, return ")  # before learning starts: no 0 steps/s
     assert "\r" not in proc.stderr  # no progress bar
+
+
+def test_tensorboard_events_hold_cleanrls_keys_at_the_logged_steps(tmp_path):
+    """`tensorboard --logdir runs` shows every run: the event file in the run folder holds CleanRL's keys at each
+    metrics row's step, and the hyperparameters as CleanRL's text table."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    proc, summary = run_script("dqn", *DQN_SHORT, tmp_path=tmp_path)
+    events = EventAccumulator(summary["_run_dir"], size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    keys = set(events.Tags()["scalars"])
+    assert {"charts/SPS", "charts/episodic_return", "charts/epsilon", "losses/td_loss", "losses/q_values"} <= keys, keys
+    assert [e.step for e in events.Scalars("charts/epsilon")] == list(range(50, 301, 50))
+    assert [e.step for e in events.Scalars("losses/td_loss")] == list(range(150, 301, 50))  # once learning started
+    rows = read_metrics(summary)
+    assert events.Scalars("losses/td_loss")[-1].value == pytest.approx(float(rows[-1]["td_loss"]), rel=1e-6)
+    table = events.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert table.startswith("|param|value|\n|-|-|\n") and "|learning_starts|100|" in table, table[:300]
+
+
+def test_an_evaluation_prints_its_return_in_one_line(tmp_path):
+    proc, summary = run_script("dqn", *DQN_SHORT, "--eval-episodes", 2, tmp_path=tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("evaluation: ")]
+    mean, std = summary["eval_return_mean"], summary["eval_return_std"]
+    assert lines == [f"evaluation: 2 episodes, return {mean:.1f} +- {std:.1f}"], proc.stderr[-1500:]
+
+
+def test_a_bad_eval_model_leaves_no_run_folder(tmp_path):
+    (tmp_path / "broken.pt").write_text("not a model")
+    proc, _ = run_script("dqn", "--eval-model", tmp_path / "broken.pt", tmp_path=tmp_path, expect_ok=False, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and len(errors) == 1 and errors[0].startswith("error: --eval-model: "), proc.stderr[-1500:]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_mujoco_v4_notices_are_silenced_and_nothing_else(tmp_path):
+    """CleanRL's -v4 tasks stay: gymnasium's advice to move to -v5 and MuJoCo's 'settotalmass' note are silenced (no
+    MUJOCO_LOG.TXT either); a run still warns about what it did not measure."""
+    flags = ["--env-id", "HalfCheetah-v4", "--total-timesteps", 20, "--learning-starts", 100]
+    proc, _ = run_script("sac_continuous_action", *flags, tmp_path=tmp_path)
+    assert "out of date" not in proc.stderr and "settotalmass" not in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert "warning: --total-timesteps 20: steps/s not measured" in proc.stderr
 
 
 def test_track_logs_cleanrls_keys_to_wandb(tmp_path, monkeypatch):

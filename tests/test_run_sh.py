@@ -1,6 +1,6 @@
-"""run.sh, the benchmark driver: aggregate.py (its Python) on folders of summaries, the aggregation through run.sh on
-synthetic runs, the driver on stand-in scripts (failures, a missing script, pass-through flags, Ctrl-C), and `--quick` on
-the real SAC pair end to end."""
+"""run.sh, the benchmark driver: aggregate.py (its Python) on folders of summaries (run.sh's, and a user's own runs/ of
+several env ids and exp names), the aggregation through run.sh on synthetic runs, the driver on stand-in scripts
+(failures, a missing script, pass-through flags, Ctrl-C, SIGTERM), and `--quick` on the real SAC pair end to end."""
 
 import csv
 import importlib.util
@@ -45,17 +45,24 @@ def read_results(out):
         return list(csv.DictReader(f))
 
 
-def md_rows(out):
-    """results.md's table rows as {(algorithm, variant): {column: cell}}."""
+def md_table(out):
+    """results.md's table rows, in order, each as {column: cell}."""
     lines = (out / "results.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| algorithm | variant |"))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
-    rows = {}
+    rows = []
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
-        row = dict(zip(header, cells))
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def md_rows(out):
+    """results.md's table rows as {(algorithm, variant): {column: cell}} (a folder of one env id and exp name)."""
+    rows = {}
+    for row in md_table(out):
         rows[(row["algorithm"], row["variant"])] = row
     return rows
 
@@ -70,13 +77,27 @@ def check_png(path):
     assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50, image.shape
 
 
-def write_run(parent, algorithm, variant, seed, sps, ret, status="finished", returns_curve=(1.0, 2.0, 3.0)):
-    """A run folder like a script leaves: summary.json (the flags in its args only) and metrics.csv."""
+def write_run(
+    parent,
+    algorithm,
+    variant,
+    seed,
+    sps,
+    ret,
+    status="finished",
+    returns_curve=(1.0, 2.0, 3.0),
+    env_id="HalfCheetah-v4",
+    exp_name=None,
+):
+    """A run folder like a script leaves: summary.json (the flags in its args only) and metrics.csv. exp_name: the
+    script's name unless given, as in the scripts."""
     fast = variant != "baseline"
     script = algorithm + ("_torchcompile" if fast else "")
-    run_dir = parent / f"HalfCheetah-v4__{script}__{seed}__1700000000"
+    if exp_name is None:
+        exp_name = script
+    run_dir = parent / f"{env_id}__{exp_name}__{seed}__1700000000"
     run_dir.mkdir(parents=True)
-    args = {"seed": seed, "total_timesteps": 3000, "env_id": "HalfCheetah-v4"}
+    args = {"seed": seed, "total_timesteps": 3000, "env_id": env_id, "exp_name": exp_name}
     if fast:  # a baseline has no --compile, --cudagraphs
         args.update(compile=variant.startswith("compile"), cudagraphs=variant.endswith("cudagraphs"))
     summary = {
@@ -186,6 +207,56 @@ def test_aggregate_py_orders_rows_by_the_lists_it_is_given(tmp_path):
     assert [r["variant"] for r in read_results(out)] == ["baseline", "compile", "compile_cudagraphs", "fast"]
     aggregate.main([str(out), "--algorithms", "dqn", "--variants", "compile_cudagraphs,baseline"])
     assert [r["variant"] for r in read_results(out)] == ["compile_cudagraphs", "baseline", "compile", "fast"]
+
+
+def test_aggregate_py_compares_own_runs_by_env_id_and_exp_name(tmp_path):
+    """A user's own runs/ (run folders as the scripts leave them, no runs.tsv): a row per algorithm, env id, exp name and
+    variant, each naming its env and exp name; a variant's speed-up is over the baseline of its own env id and exp name
+    (none: no speed-up); a run stopped by SIGTERM is listed among those that did not finish, with the reason."""
+    runs = tmp_path / "runs"
+    sac = "sac_continuous_action"
+    for seed, sps in [(1, 100.0), (2, 120.0)]:
+        write_run(runs, sac, "baseline", seed, sps, 10.0, env_id="HalfCheetah-v4")
+        write_run(runs, sac, "fast", seed, sps + 120.0, 10.0, env_id="HalfCheetah-v4")
+        write_run(runs, sac, "baseline", seed, 50.0, 5.0, env_id="Hopper-v4")
+        write_run(runs, sac, "fast", seed, 150.0, 5.0, env_id="Hopper-v4")
+    write_run(runs, sac, "fast", 3, 99.0, 5.0, env_id="Hopper-v4", status="terminated")
+    write_run(runs, sac, "fast", 1, 300.0, 10.0, env_id="HalfCheetah-v4", exp_name="bs512")  # no baseline of its own
+    write_run(runs, sac, "baseline", 1, 40.0, 5.0, env_id="Hopper-v4", exp_name="bs512")
+    write_run(runs, sac, "fast", 2, 400.0, 5.0, env_id="Hopper-v4", exp_name="bs512")
+
+    aggregate.aggregate(runs, algorithms=[sac], variants=["baseline", "fast"])
+
+    table = md_table(runs)
+    columns = ["algorithm", "variant", "env", "exp name", "steps", "runs", "steps/s median", "steps/s range", "speed-up"]
+    assert list(table[0]) == columns + ["warm-up s", "episodic return"]
+    cells = ["variant", "env", "exp name", "runs", "steps/s median", "speed-up"]
+    assert [[row[cell] for cell in cells] for row in table] == [
+        ["baseline", "HalfCheetah-v4", sac, "2/2", "110", "1.00x"],
+        ["fast", "HalfCheetah-v4", sac + "_torchcompile", "2/2", "230", "2.09x"],  # over 110, not over all baselines
+        ["fast", "HalfCheetah-v4", "bs512", "1/1", "300", "–"],
+        ["baseline", "Hopper-v4", sac, "2/2", "50.0", "1.00x"],
+        ["fast", "Hopper-v4", sac + "_torchcompile", "2/3", "150", "3.00x"],  # the terminated run is not measured
+        ["baseline", "Hopper-v4", "bs512", "1/1", "40.0", "1.00x"],
+        ["fast", "Hopper-v4", "bs512", "1/1", "400", "10.00x"],
+    ]
+    rows = read_results(runs)
+    assert [(r["env_id"], r["exp_name"], r["seed"]) for r in rows][:3] == [
+        ("HalfCheetah-v4", sac, "1"),
+        ("HalfCheetah-v4", sac, "2"),
+        ("HalfCheetah-v4", sac + "_torchcompile", "1"),
+    ]
+    terminated = next(r for r in rows if r["status"] == "terminated")
+    assert (terminated["env_id"], terminated["seed"], terminated["error"]) == ("Hopper-v4", "3", aggregate.TERMINATED)
+    md = (runs / "results.md").read_text()
+    assert "12 runs: 11 finished, 1 terminated." in md
+    assert "- rows: one per algorithm, env id, exp name (`--exp-name`) and variant" in md
+    failures = md.split("## Runs that did not finish")[1]
+    assert failures.startswith(f"\n\n### {sac} fast seed 3: terminated\n\n`Hopper-v4__{sac}_torchcompile__3__1700000000`\n")
+    assert f"The run was {aggregate.TERMINATED}." in failures
+    assert sorted(p.name for p in runs.glob("*.png")) == [f"curves_{sac}.png", f"sps_{sac}.png"]  # a panel per group
+    for name in [f"curves_{sac}.png", f"sps_{sac}.png"]:
+        check_png(runs / name)
 
 
 def test_aggregate_py_records_how_run_sh_was_called_and_the_machine(tmp_path):
@@ -298,9 +369,15 @@ def test_aggregate_synthetic(tmp_path):
     }
 
 
-# A stand-in for a training script: parses the common flags, writes what a run leaves behind, no torch.
+# A stand-in for a training script: parses the common flags, writes what a run leaves behind, no torch. Ctrl-C and
+# SIGTERM stop it as they stop the scripts: its summary says "interrupted" (exit 130) or "terminated" (exit 143).
 FAKE_SCRIPT = textwrap.dedent("""
-    import json, os, pathlib, sys, time
+    import json, os, pathlib, signal, sys, time
+    class Terminated(Exception):
+        pass
+    def on_sigterm(signum, frame):
+        raise Terminated
+    signal.signal(signal.SIGTERM, on_sigterm)
     argv = sys.argv[1:]
     def flag(name, default=None):
         value = default
@@ -323,13 +400,19 @@ FAKE_SCRIPT = textwrap.dedent("""
             time.sleep(0.01)
         else:
             sys.exit("nobody came")
-    if os.environ.get("FAKE_HANG_SEED") == str(seed):
+    hang = os.environ.get("FAKE_HANG_SEED") == str(seed)
+    terminate = os.environ.get("FAKE_TERMINATE_SEED") == str(seed)
+    if hang:
         pathlib.Path(os.environ["FAKE_MARKER"]).write_text("started")
-        try:
-            while True:
-                time.sleep(0.05)
-        except KeyboardInterrupt:
-            status, code = "interrupted", 130
+    try:
+        if terminate:  # as Slurm's time limit, kill or timeout would, to itself
+            os.kill(os.getpid(), signal.SIGTERM)
+        while hang or terminate:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        status, code = "interrupted", 130
+    except Terminated:
+        status, code = "terminated", 143
     run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
     run_dir.mkdir(parents=True)
     metrics = "global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n"
@@ -484,6 +567,31 @@ def test_driver_interrupt_keeps_what_finished(tmp_path):
     check_png(out / "sps_sac_continuous_action.png")
 
 
+def test_driver_records_a_terminated_run_and_stops(tmp_path):
+    """A run stopped by SIGTERM (its summary says "terminated", exit 143) is recorded as terminated, not failed nor
+    interrupted; no more runs start, what exists is aggregated, and run.sh exits 143."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", out]
+    proc = run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_TERMINATE_SEED": "2"}, check=143)
+    assert "run.sh: terminated (SIGTERM)" in proc.stderr
+    assert [(r["seed"], r["status"], r["exit_code"]) for r in aggregate.read_runs(out)] == [
+        (1, "finished", "0"),
+        (2, "terminated", "143"),
+    ]  # seed 3 never started
+    rows = read_results(out)
+    assert [(r["seed"], r["status"]) for r in rows] == [("1", "finished"), ("2", "terminated")]
+    assert rows[1]["error"] == aggregate.TERMINATED and rows[1]["run_dir"]  # its summary.json is kept
+    assert md_rows(out)[("sac_continuous_action", "baseline")]["runs"] == "1/2"
+    md = (out / "results.md").read_text()
+    failure = md.split("## Runs that did not finish")[1]
+    assert "### sac_continuous_action baseline seed 2: terminated (exit 143)" in failure
+    assert (
+        f"The run was {aggregate.TERMINATED}." in failure
+        and "End of `logs/sac_continuous_action__baseline__seed2.log`" in failure
+    )
+
+
 def test_jobs_run_at_once_each_on_its_own_cores(tmp_path):
     """--jobs 2: two runs at once (each waits until the other has started), each pinned to its own half of the cores
     with OMP_NUM_THREADS set to match; machine.json records the split and results.md says the speeds shared the machine."""
@@ -618,13 +726,37 @@ def test_a_slurm_task_killed_midway_is_recorded_as_failed(tmp_path):
     )
     while not marker.exists() and task.poll() is None:
         time.sleep(0.05)
-    os.killpg(task.pid, signal.SIGKILL)  # what a node lost does (Slurm's SIGTERM then SIGKILL ends the same way)
+    os.killpg(task.pid, signal.SIGKILL)  # what a node lost does (or Slurm's SIGKILL, where SIGTERM did not end the run)
     task.wait()
     assert (out / "tasks" / "1.0.tsv").read_text().split("\t")[:4] == ["dqn", "baseline", "1", "failed"]
     run_sh("--aggregate", out, check=0)
     assert [(r["seed"], r["status"]) for r in read_results(out)] == [("1", "failed")]
     proc = run_sh("--append", "--scripts", "dqn", "--seeds", "2", "--out", out, env=env, check=2)
     assert "holds a benchmark run through Slurm" in proc.stderr
+
+
+def test_a_slurm_task_at_its_time_limit_is_recorded_as_terminated(tmp_path):
+    """Slurm's time limit (or scancel) sends SIGTERM to every process of the task: the task waits for its run, which
+    writes its summary as terminated, records it so, and exits 143."""
+    scripts = fake_scripts(tmp_path, "dqn")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = {"RUN_SH_SCRIPTS_DIR": str(scripts), **fake_sbatch(tmp_path)}
+    run_sh("--scripts", "dqn", "--variants", "baseline", "--seeds", "1", "--slurm", "--out", out, env=env, check=0)
+    task = subprocess.Popen(
+        ["bash", str(RUN_SH), "--out", str(out), "--run-task", "1:0"],
+        cwd=ROOT,
+        start_new_session=True,
+        env=dict(os.environ, PYTHON=sys.executable, **env, FAKE_HANG_SEED="1", FAKE_MARKER=str(marker)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while not marker.exists() and task.poll() is None:
+        time.sleep(0.05)
+    os.killpg(task.pid, signal.SIGTERM)
+    assert task.wait() == 143
+    assert (out / "tasks" / "1.0.tsv").read_text().split("\t")[:5] == ["dqn", "baseline", "1", "terminated", "143"]
+    run_sh("--aggregate", out, check=0)
+    assert [(r["seed"], r["status"]) for r in read_results(out)] == [("1", "terminated")]
 
 
 def test_bad_options():

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
+from helpers.in_process import reachable_tensors
 from helpers.parity import assert_all_close, assert_params_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
@@ -117,7 +118,8 @@ def _steps(agent, algo, batch, n=3):
         ]
         assert critic["qf_loss"] == pytest.approx(critic["qf1_loss"] / 2 + critic["qf2_loss"] / 2)
         for _ in range(2 if algo == "sac" else 1):
-            outs += list(agent.update_actor(batch).values())  # actor_loss (and SAC's alpha_loss, with autotune)
+            actor = agent.update_actor(batch)  # actor_loss (and SAC's alpha and alpha_loss)
+            outs += [value for name, value in actor.items() if name.endswith("loss")]
         if algo == "sac":
             agent.update_target()
     return [o.detach().clone() for o in outs]
@@ -353,3 +355,26 @@ def test_bad_input_fails_with_one_line(script, tmp_path):
         lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("error:")]
         assert len(lines) == 1 and lines[0].startswith(f"error: {flag}:") and words in lines[0], proc.stderr[-800:]
         assert not (tmp_path / "runs").exists()  # failed before any work
+
+
+@pytest.mark.parametrize("algo,overrides", [("sac", {}), ("sac", {"autotune": False}), ("td3", {})])
+def test_updates_change_in_place_only_what_graph_modes_can_capture(algo, overrides):
+    """inductor's own CUDA graphs (--compile-mode reduce-overhead, max-autotune) skip a function that changes in place
+    a tensor that is neither a parameter nor optimizer state (torch/_inductor/cudagraph_utils.py, said only with
+    TORCH_LOGS=perf_hints): SAC's alpha.copy_ once did, and TD3's lerp on plain target tensors. That check needs CUDA;
+    this one runs the updates and lists every tensor the agent holds whose values changed (the same tensor object:
+    changed in place; fused Adam moves no version counter, so values are compared)."""
+    module = load_script(ALGOS[algo] + "_torchcompile")
+    torch.manual_seed(0)
+    agent = _make(module, algo, compile=False, **overrides)
+    held = reachable_tensors({"agent": agent})
+    before = [t.detach().clone() for _, t in held]
+    batch = _batch()
+    agent.update_critic(batch)
+    agent.update_actor(batch)
+    changed = [path for (path, t), old in zip(held, before) if not torch.equal(t.detach(), old)]
+    learned = [t for _, t in held if isinstance(t, torch.nn.Parameter) or (t.is_leaf and t.requires_grad)]
+    storages = {t.untyped_storage().data_ptr() for t in learned}  # a detached view of a parameter is the parameter
+    assert changed and "agent.actor.fc1.weight" in changed  # the check sees what the updates change
+    other = [path for (path, t) in held if path in changed and t.untyped_storage().data_ptr() not in storages]
+    assert not [path for path in other if ".state[" not in path], other

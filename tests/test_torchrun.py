@@ -124,6 +124,33 @@ def test_bad_sizings_and_backends_fail_with_one_line(script, tmp_path, monkeypat
     assert capsys.readouterr().err == "" and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("script", list(PPO_FLAGS))
+def test_more_ranks_than_gpus_and_gloo_with_cudagraphs_fail_with_one_line(script, tmp_path, monkeypatch, capsys):
+    """What a CPU can show of a GPU machine's torchrun (CUDA faked for check_args alone): NCCL needs a GPU per rank on
+    the machine, so 2 ranks on 1 GPU are refused, while gloo's ranks may share it; gloo's all_reduce goes through the
+    host and cannot be captured, so gloo with --cudagraphs is refused."""
+    module = load_script(script)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(module.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(module.torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(module.dist, "is_backend_available", lambda backend: True)
+    cases = [
+        (dict(dist_backend="nccl"), "error: --dist-backend nccl: needs a GPU per rank, 2 ranks here for 1 GPUs"),
+        (dict(), "error: --dist-backend nccl: needs a GPU per rank"),  # nccl is the default with CUDA
+        (dict(dist_backend="gloo", cudagraphs=True), "error: --cudagraphs: not with --dist-backend gloo"),
+    ]
+    for overrides, error in cases:
+        with pytest.raises(SystemExit) as exit:
+            module.check_args(module.Args(output_dir=str(tmp_path / "runs"), **overrides))
+        assert str(exit.value.code).startswith(error) and "\n" not in str(exit.value.code), exit.value.code
+    args = module.Args(output_dir=str(tmp_path / "runs"), dist_backend="gloo")
+    module.check_args(args)  # 2 gloo ranks on 1 GPU: accepted
+    assert args.dist_backend == "gloo" and args.cuda
+    assert capsys.readouterr().err == ""
+
+
 def test_target_kl_stops_every_rank_at_the_same_epoch(tmp_path):
     """approx_kl travels in the flat all_reduce: every rank sees the ranks' mean and --target-kl stops them all after the
     same epoch (different epochs would leave one rank waiting in an all_reduce the others never make)."""

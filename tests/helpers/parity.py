@@ -19,3 +19,11 @@ def assert_params_close(a, b, what, max_lr, steps=3):
         assert diff.max() <= 2 * steps * max_lr, f"{what}: max difference {diff.max():.2e}"
         loose = (diff > 1e-5 + 1e-4 * y.abs()).float().mean().item()
         assert loose < 0.01, f"{what}: {loose:.1%} of the elements differ"
+
+
+def assert_greedy(actions, q_values, what, atol=1e-5):
+    """Each action is an arg-max of its row of Q-values: ties, or near-ties that another kernel's float rounding flips,
+    may pick either action (torch.equal on two arg-maxes fails on those)."""
+    chosen = q_values.gather(1, actions.long().reshape(-1, 1)).squeeze(1)
+    gap = (q_values.max(1).values - chosen).max().item()
+    assert gap <= atol, f"{what}: an action's Q-value is {gap:.2e} below its row's best"
