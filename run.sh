@@ -95,10 +95,12 @@ $(variant_help default)
 and, only where --variants names them, CUDA graphs without compile and torch.compile's other modes (--compile-mode;
 reduce-overhead and max-autotune capture CUDA graphs themselves; on a CPU, graphs are skipped with a warning):
 $(variant_help other)
-With no options: all algorithms, the variants of the first list, seeds ${DEFAULT_SEEDS}, the scripts' default
-budgets (the full reproduction; hours on a GPU, much longer on a CPU).
+With --all (or any other option that leaves them so): all algorithms, the variants of the first list, seeds
+${DEFAULT_SEEDS}, the scripts' default budgets (the full reproduction; hours on a GPU, much longer on a CPU). With no
+option at all it runs nothing and says so.
 
 Options:
+  --all                   the full reproduction above (a bare ./run.sh only describes it)
   --quick                 tiny budgets (the table at the top of run.sh) and one seed (${QUICK_SEEDS}): a smoke test
                           of every run, minutes on a 2-core CPU; its numbers are not representative
   --scripts A,B           algorithms to run (default: all): ${ALGOS// /, }
@@ -190,6 +192,20 @@ RUN_TASK=""
 EXTRA=()
 ORIG_ARGS=("$@")
 
+if [ $# -eq 0 ]; then # the full reproduction takes hours: say what it is, and start it only when asked (--all)
+    algos=($ALGOS) variants=($DEFAULT_VARIANTS) seeds=(${DEFAULT_SEEDS//,/ })
+    runs=$((${#algos[@]} * ${#variants[@]} * ${#seeds[@]}))
+    cat >&2 <<EOF
+run.sh: nothing run. With no options it would run the full reproduction: $runs runs (${algos[*]} x ${variants[*]}
+x seeds ${DEFAULT_SEEDS}) at the scripts' default budgets: hours on a GPU, days on a 2-core CPU. The last published
+sitting (doc/results/cpu-2core, its notes.md has the commands) used reduced budgets instead.
+  ./run.sh --all        start the full reproduction
+  ./run.sh --quick      every run with tiny budgets: a smoke test, minutes on 2 cores
+  ./run.sh --help       every option
+EOF
+    exit 2
+fi
+
 while [ $# -gt 0 ]; do
     opt="$1"
     val=""
@@ -207,6 +223,7 @@ while [ $# -gt 0 ]; do
             exit 0
             ;;
         --quick) QUICK=1 ;;
+        --all) ;; # the full matrix at default budgets, asked for explicitly (what no option would run)
         --append) APPEND=1 ;;
         --slurm) SLURM=1 ;;
         --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task)

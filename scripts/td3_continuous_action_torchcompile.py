@@ -263,16 +263,16 @@ class Actor(nn.Module):
         return x * self.action_scale + self.action_bias
 
 
-def compiled(fn, args: Args):
-    """torch.compile in --compile-mode. In GRAPH_MODES a replay overwrites the last one's outputs: mark a new step
-    before each call and return clones."""
-    fn = torch.compile(fn, mode=args.compile_mode)
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step,
+    return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
 
-    def call(*inputs):
+    def call(*inputs, **named_inputs):
         torch.compiler.cudagraph_mark_step_begin()
-        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs))
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs, **named_inputs))
 
     return call
 

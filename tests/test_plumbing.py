@@ -58,7 +58,7 @@ def test_every_number_has_its_range(script, capsys):
     """NaN for every float flag and -1 for every int flag fail with one line naming the flag; so do an infinite
     learning rate and a discount above 1. The defaults pass."""
     module = load_script(script)
-    module.check_args(module.Args())
+    module.check_args(module.Args(cuda=False))  # (without CUDA, the default --cuda would warn that it falls back)
     fields = numeric_fields(module)
     assert {"seed", "total_timesteps", "eval_episodes", "measure_burnin", "gamma"} <= {n for n, _ in fields}
     for name, kind in fields:

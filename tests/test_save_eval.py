@@ -178,9 +178,7 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
     args = tyro.cli(
         module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"]
     )
-    with pytest.raises(SystemExit) as exit:
-        module.main(args)
-    assert exit.value.code == 130
+    assert module.main(args)["status"] == "interrupted"  # (run as a script: exit status 130, test_async_envs.py)
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
     steps = int(PAIRS[pair][-1])
