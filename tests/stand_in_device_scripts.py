@@ -5,10 +5,14 @@ optimizer state, replay memory) and what the functions return stays on the devic
 the host inside an update. Run in a process of its own by tests/test_stand_in_device.py. Eager code only: torch.compile
 skips frames under the stand-in device's dispatch mode, and CUDA graphs need CUDA."""
 
+import types
+
 import numpy as np
 import pytest
 import torch
+import tyro
 from helpers.fake_device import FakeCuda, is_fake
+from helpers.gpu import sync_problems
 from helpers.scripts import load_script
 
 OBS_DIM, ACTION_DIM = 3, 1
@@ -133,3 +137,84 @@ def test_ppo_atari_on_the_stand_in_device():
         assert fake.host_reads == [], fake.describe_reads()
         assert all(is_fake(t) for t in policy_out) and is_fake(advantages) and is_fake(returns)
         assert_on_device(ppo, outputs)
+
+
+# ---------------------------------------------------------------- the real loop on the stand-in device
+LOOPS = {  # a few hundred steps past the start of learning, as small as the loop allows
+    "sac_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 300],
+    "td3_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 300],
+    "dqn_torchcompile": ["--learning-starts", 100, "--train-frequency", 2, "--total-timesteps", 400, "--batch-size", 32],
+    "ppo_continuous_action_torchcompile": [
+        "--env-id",
+        "Pendulum-v1",
+        "--num-envs",
+        2,
+        "--num-steps",
+        64,
+        "--total-timesteps",
+        384,
+    ],
+    "ppo_atari_torchcompile": ["--num-envs", 2, "--num-steps", 32, "--num-minibatches", 2, "--total-timesteps", 192],
+}
+
+
+def torch_with_a_stand_in_cuda(fake):
+    """The torch module as one script sees it: `torch.device("cuda")` is the stand-in device, and `torch.cuda` says
+    it is there. Only that script's global name `torch` is replaced; torch itself is untouched. What it leaves out of
+    reach: the branches that test `device.type == "cuda"` (capturable Adam under --cudagraphs, pinned staging buffers),
+    since the stand-in's type is "fakecuda"; CudaGraphModule, which looks for real CUDA."""
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        get_device_name=lambda *a: "stand-in device (fakecuda)",
+        device_count=lambda: 1,
+        set_device=lambda device: None,
+    )
+
+    class Torch(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+    proxy = Torch("torch")
+    proxy.cuda = cuda
+    proxy.device = lambda kind, *index: torch.device(fake.device.type if kind == "cuda" else kind, *index)
+    return proxy
+
+
+@pytest.mark.parametrize("script", list(LOOPS))
+def test_the_loop_reads_the_device_only_for_the_action_and_the_logs(script, tmp_path, monkeypatch):
+    """Each fast file's real main() loop, its envs included, on the stand-in device: the host reads the device at most
+    once per policy call (the action the env needs) and once per metrics row (the logged values), and nowhere else.
+    This is the sync budget doc/gpu.md checks with torch.cuda.set_sync_debug_mode, here on every CI run."""
+    module = load_script(script)
+    monkeypatch.chdir(tmp_path)
+    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, LOOPS[script])])
+    calls = {"policy": 0, "rows": 0}
+    builder = next(name for name in ("make_sac", "make_td3", "make_dqn", "make_ppo") if hasattr(module, name))
+    build, row = getattr(module, builder), module.RunLog.row
+
+    def build_and_count(*a, **kw):
+        agent = build(*a, **kw)
+        fake.reset_reads()  # what building reads once (Adam checks a tensor lr's value) is not the loop's
+        policy = agent.policy
+
+        def counted(*x, **y):
+            calls["policy"] += 1
+            return policy(*x, **y)
+
+        agent.policy = counted
+        return agent
+
+    def counted_row(*a, **kw):
+        calls["rows"] += 1
+        return row(*a, **kw)
+
+    monkeypatch.setattr(module, builder, build_and_count)
+    monkeypatch.setattr(module.RunLog, "row", counted_row)
+    with FakeCuda() as fake:
+        monkeypatch.setattr(module, "torch", torch_with_a_stand_in_cuda(fake))
+        state = module.main(args)
+    assert state["status"] == "finished" and state["device"].type == "fakecuda"
+    assert calls["policy"] > 0 and calls["rows"] > 0
+    reads = [(r.filename, r.lineno, r.line) for r in fake.host_reads]
+    assert reads, "the loop must read at least the actions"
+    assert not sync_problems(reads, module.__file__, calls["policy"], calls["rows"]), fake.describe_reads()
