@@ -94,7 +94,8 @@ def check_args(args: Args):
     if not flat_box or not isinstance(env.action_space, gym.spaces.Discrete) or env.action_space.start != 0:
         spaces = "an unknown environment" if env is None else (env.observation_space, env.action_space)
         sys.exit(f"error: --env-id: {args.env_id} is {spaces}; DQN needs a flat Box and Discrete actions from 0")
-    check(args, "seed learning_starts measure_burnin eval_episodes", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "learning_starts measure_burnin eval_episodes", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma start_e end_e", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "tau exploration_fraction", lambda v: 0 < v <= 1, "in (0, 1]")
     counts = "num_envs batch_size total_timesteps train_frequency target_network_frequency log_interval"
@@ -332,10 +333,9 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except ImportError:
-            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
-        except OSError as e:
-            sys.exit(f"error: --output-dir: {e}")
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
@@ -346,6 +346,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
     def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
         self.terminated = True
         raise KeyboardInterrupt
 

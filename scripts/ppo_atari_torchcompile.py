@@ -115,7 +115,8 @@ def check_args(args: Args):
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    non_negative = "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
     check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     counts = "num_envs num_steps num_minibatches update_epochs log_interval"
@@ -608,10 +609,9 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except ImportError:
-            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
-        except OSError as e:
-            sys.exit(f"error: --output-dir: {e}")
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
@@ -622,6 +622,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
     def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
         self.terminated = True
         raise KeyboardInterrupt
 

@@ -104,7 +104,8 @@ def check_args(args: Args):
             f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
             " such as HalfCheetah-v4"
         )
-    check(args, "seed measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
@@ -116,7 +117,15 @@ def check_args(args: Args):
             " into equal minibatches of 2 rows or more"
         )
     if args.eval_model:  # evaluation only: no training (0 iterations)
-        load_model(args, "ppo_continuous_action")  # a bad file ends the run here, before any work
+        # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
+        obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
+        obs_dim = int(np.prod(gym.make(args.env_id).observation_space.shape))
+        stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
+        stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
+        if not stats_ok:
+            sys.exit(
+                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
+            )
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
@@ -296,15 +305,7 @@ def main(args: Args):
     # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     obs_rms = None
     if args.eval_model:
-        obs_rms = load_model(args, "ppo_continuous_action", agent).get("obs_rms")
-        if (
-            not isinstance(obs_rms, dict)
-            or "count" not in obs_rms
-            or any(getattr(obs_rms.get(k), "shape", None) != (obs_dim,) for k in ("mean", "var"))
-        ):
-            sys.exit(
-                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
-            )
+        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]  # (checked in check_args)
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -488,10 +489,9 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
-        except ImportError:
-            sys.exit("error: --track: needs Weights and Biases: pip install wandb")
-        except OSError as e:
-            sys.exit(f"error: --output-dir: {e}")
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
@@ -502,6 +502,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
     def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
         self.terminated = True
         raise KeyboardInterrupt
 
