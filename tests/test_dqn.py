@@ -356,7 +356,7 @@ BAD = [
     (dict(gamma=1.5), "--gamma", "[0, 1]"),
     (dict(learning_rate=float("nan")), "--learning-rate", "(0, inf)"),
     (dict(learning_rate=-1e-3), "--learning-rate", "(0, inf)"),
-    (dict(seed=-1), "--seed", "[0, inf)"),
+    (dict(seed=-1), "--seed", "[0, 2**31)"),
     (dict(start_e=1.5), "--start-e", "[0, 1]"),
     (dict(tau=0.0), "--tau", "(0, 1]"),
 ]
