@@ -542,4 +542,4 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
 
 if __name__ == "__main__":
     run = main(tyro.cli(Args))
-    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))

@@ -390,8 +390,11 @@ def main(args: Args):
                     break
     except KeyboardInterrupt:
         status = "interrupted"
-    # --async-envs: a step may be pending after Ctrl-C or SIGTERM; stop the workers
-    envs.close(terminate=status == "interrupted")
+    except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
+        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+        status = "failed"
+    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+    envs.close(terminate=status != "finished")
 
     def act(obs):  # deterministic: the mean action
         return actor.get_action(torch.Tensor(obs).to(device))[2].detach().cpu().numpy()
@@ -514,4 +517,4 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
 
 if __name__ == "__main__":
     run = main(tyro.cli(Args))
-    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1}.get(run["status"], 0))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))

@@ -64,3 +64,38 @@ def test_sigterm_ends_the_run_as_ctrl_c_does(script, flags, target, tmp_path):
     assert torch.load(path.parent / "model.pt", weights_only=True)["env_id"] == summary["args"]["env_id"]
     time.sleep(1)  # the workers' own exit, after the training process stopped them
     assert not [pid for pid in workers if alive(pid)], workers
+
+
+@pytest.mark.parametrize("script", ["sac_continuous_action_torchcompile", "ppo_continuous_action"])
+def test_a_killed_env_worker_ends_the_run_with_a_summary(script, tmp_path):
+    """An --async-envs worker killed mid-run (SIGKILL, as the out-of-memory killer does): one error line, no traceback,
+    summary.json with "status": "failed", the model saved, exit status 1, and the other worker stopped too."""
+    out = tmp_path / "runs"
+    flags = (
+        PENDULUM + ["--num-envs", 2, "--async-envs"] + (["--num-steps", 64] if "ppo" in script else ["--learning-starts", 200])
+    )
+    cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), *map(str, flags), "--output-dir", str(out)]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(1200):
+            rows = list(out.glob("*/metrics.csv"))
+            if rows and len(rows[0].read_text().splitlines()) > 4:
+                break
+            time.sleep(0.1)
+        workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert len(workers) >= 2, workers
+        os.kill(int(workers[0]), signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert errors == [errors[0]] and errors[0].startswith("error: --async-envs: an env worker died"), errors
+    summary = json.loads(pathlib.Path(stdout.strip().splitlines()[-1]).read_text())
+    assert summary["status"] == "failed" and 0 < summary["global_step"] < 1_000_000
+    assert (pathlib.Path(stdout.strip().splitlines()[-1]).parent / "model.pt").exists()
+    time.sleep(1)
+    assert not [pid for pid in workers if alive(pid)], workers
