@@ -301,8 +301,12 @@ def main(args: Args):
     except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
         print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
-    envs.close(terminate=status != "finished")
+    try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+        envs.close(terminate=status != "finished")
+    except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
+        for process in envs.unwrapped.processes:
+            process.terminate()
+        envs.unwrapped.closed = True
 
     def act(obs):  # deterministic: the arg-max
         return torch.argmax(q_network(torch.Tensor(obs).to(device)), dim=1).cpu().numpy()

@@ -135,9 +135,8 @@ def check_args(args: Args):
 
 
 def silence_v4_notices():
-    """CleanRL's MuJoCo tasks are -v4, kept so that its published returns compare. Silenced, and only these two:
-    gymnasium's advice to move to -v5, and MuJoCo's note that the v4 models' 'settotalmass' is deprecated (printed,
-    and appended to ./MUJOCO_LOG.TXT, for every env made)."""
+    """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
+    to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
 
     def mujoco_warning(text):
         if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
@@ -452,8 +451,12 @@ def main(args: Args):
     except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
         print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
-    envs.close(terminate=status != "finished")
+    try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+        envs.close(terminate=status != "finished")
+    except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
+        for process in envs.unwrapped.processes:
+            process.terminate()
+        envs.unwrapped.closed = True
 
     def act(obs):  # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
         normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)

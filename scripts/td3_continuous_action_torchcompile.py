@@ -110,13 +110,12 @@ def check_args(args: Args):
             " such as HalfCheetah-v4"
         )
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    positive = "learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip"
-    check(args, positive, lambda v: 0 <= v < math.inf, "in [0, inf)")
+    non_negative = "learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip"
+    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "tau", lambda v: 0 < v <= 1, "in (0, 1]")
-    check(
-        args, "num_envs batch_size total_timesteps policy_frequency log_interval", lambda v: 1 <= v < math.inf, "in [1, inf)"
-    )
+    counts = "num_envs batch_size total_timesteps policy_frequency log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
     if args.eval_model:  # evaluation only: no training, no replay memory
@@ -128,9 +127,8 @@ def check_args(args: Args):
 
 
 def silence_v4_notices():
-    """CleanRL's MuJoCo tasks are -v4, kept so that its published returns compare. Silenced, and only these two:
-    gymnasium's advice to move to -v5, and MuJoCo's note that the v4 models' 'settotalmass' is deprecated (printed,
-    and appended to ./MUJOCO_LOG.TXT, for every env made)."""
+    """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
+    to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
 
     def mujoco_warning(text):
         if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
@@ -464,8 +462,12 @@ def main(args: Args):
     except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
         print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
-    envs.close(terminate=status != "finished")
+    try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+        envs.close(terminate=status != "finished")
+    except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
+        for process in envs.unwrapped.processes:
+            process.terminate()
+        envs.unwrapped.closed = True
 
     def act(obs):  # deterministic: the actor without exploration noise
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
