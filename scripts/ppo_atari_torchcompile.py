@@ -2,12 +2,14 @@
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import csv
+import importlib.util
 import json
 import math
 import os
 import pathlib
 import random
 import signal
+import socket
 import sys
 import time
 import warnings
@@ -82,6 +84,12 @@ class Args:
     """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
     async_envs: bool = False
     """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
+    env_runners: int = 0
+    """Ray actors that step num_envs / env_runners envs each through whole rollouts, not in lock-step (0: none)"""
+    env_runner_cpus: float = 1.0
+    """the CPUs Ray reserves for each env runner (below 1: several runners share a core, for envs that wait)"""
+    ray_address: str | None = None
+    """the Ray cluster the env runners join (`auto` or host:port); by default a local Ray on 127.0.0.1, started and stopped"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -116,12 +124,12 @@ def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads env_runners"
     check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     counts = "num_envs num_steps num_minibatches update_epochs log_interval"
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "learning_rate max_grad_norm target_kl env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
     world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
     batch = args.num_envs * args.num_steps
     rollouts = batch * world_size  # one rollout of every rank
@@ -138,6 +146,10 @@ def check_args(args: Args):
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:  # a capture in a capture
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.env_runners:  # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
+        check_runners(args, world_size)
+    elif args.ray_address is not None:
+        sys.exit("error: --ray-address: needs --env-runners (the envs run in this process without runners)")
     if world_size > 1:  # DDP: what torchrun's data parallelism needs
         if args.eval_model:
             sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
@@ -167,6 +179,25 @@ def check_args(args: Args):
     if not args.cuda and args.compile_mode in GRAPH_MODES:  # (never with --cudagraphs: refused above)
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+def check_runners(args: Args, world_size: int):
+    """Runners: --env-runners and --ray-address, checked in one line each and with a bounded wait (--async-envs is
+    refused above)."""
+    if args.num_envs % args.env_runners:
+        sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
+    if world_size > 1:
+        sys.exit("error: --env-runners: not under torchrun (one learner gathers the runners' rollouts)")
+    if importlib.util.find_spec("ray") is None:
+        sys.exit(
+            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
+        )
+    if args.ray_address not in (None, "auto"):  # a host:port that does not answer: said now, not after Ray's retries
+        host, _, port = args.ray_address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
 
 
 class EpisodeTracker:
@@ -420,6 +451,163 @@ def explained_variance(values, returns, w):
     return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
+def collect(envs, policy, tracker, storage, stage, next_obs, next_done, episodes):
+    """One rollout: the envs stepped under `policy` (ppo.policy's outputs) for num_steps steps from `next_obs` (a tensor
+    on the storage's device) and `next_done`, into `storage` (obs, actions, logprobs, values: tensors) and the host rows
+    of `stage`; each finished game's (score, length) appended to `episodes`. Returns the observation and done after the
+    last step. The loop of this process's envs and of each env runner's."""
+    device = storage["obs"].device
+    for step in range(len(storage["obs"])):
+        storage["obs"][step] = next_obs
+        step_valid = ~next_done  # the step after a done is envpool's reset step, no transition
+        stage["valid"][step] = step_valid
+
+        # ALGO LOGIC: action logic
+        action, logprob, value, _ = policy(next_obs)
+        storage["values"][step] = value
+        storage["actions"][step] = action
+        storage["logprobs"][step] = logprob
+
+        # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
+        next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
+        next_done = np.logical_or(terminations, truncations)
+        stage["rewards"][step] = reward
+        stage["terms"][step] = terminations
+        stage["dones"][step] = next_done
+        next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
+        episodes.extend(tracker.step(info, truncations, step_valid))
+    return next_obs, next_done
+
+
+class EnvRunner:
+    """Runners: one of --env-runners Ray actors, as RLlib's env runners. It owns num_envs / env_runners of the envs
+    (an envpool of its own, made and seeded as main makes them) and a CPU copy of the agent, and steps its envs through
+    a whole rollout with the weights the learner sent: it meets the learner only at the rollout's end, never in
+    lock-step."""
+
+    def __init__(self, args: Args, index: int):
+        import ray
+
+        n = args.num_envs // args.env_runners
+        self.first = index * n  # its envs: first .. first + n - 1 of the learner's
+        self.envs = envpool.make(
+            args.env_id,
+            env_type="gymnasium",
+            num_envs=n,
+            episodic_life=True,
+            reward_clip=True,
+            seed=args.seed + self.first,  # envpool seeds env i with seed + i: the seeds of the learner's envs
+            num_threads=args.envpool_threads,
+        )
+        # channels-last, as main makes its agent on the CPU
+        self.agent = Agent(self.envs.single_action_space.n).to(memory_format=torch.channels_last)
+        torch.manual_seed(args.seed + 1 + index)  # each runner's own action draws
+        shape = (args.num_steps, n)
+        self.storage = dict(
+            obs=torch.zeros(shape + self.envs.single_observation_space.shape, dtype=torch.uint8),
+            actions=torch.zeros(shape, dtype=torch.long),
+            logprobs=torch.zeros(shape),
+            values=torch.zeros(shape),
+        )
+        self.stage = {k: np.zeros(shape, np.float32) for k in ["rewards", "terms", "dones", "valid"]}  # main's host rows
+        self.tracker = EpisodeTracker(n)
+        self.next_obs = torch.as_tensor(self.envs.reset()[0])
+        self.next_done = np.zeros(n, dtype=bool)
+        context = ray.get_runtime_context()  # where it runs, and whether Ray restarted it (its process or node died)
+        self.node = context.get_node_id()
+        with warnings.catch_warnings():  # ray 2.60 warns of its own deprecated actor_id, used inside
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = context.was_current_actor_reconstructed
+
+    def policy(self, obs):  # ppo.policy's outputs, from the CPU copy of the agent (no arg-max: not needed here)
+        action, logprob, _, value = self.agent.get_action_and_value(obs)
+        return action, logprob, value.flatten(), None
+
+    def sample(self, weights):
+        """One rollout with the learner's weights: the rows by name (numpy), the observation and done after it, and
+        the games that ended in it. A runner Ray restarted starts from fresh envs (reset, seeded as before)."""
+        restarted = self.restarted
+        self.restarted = False
+        self.agent.load_state_dict(weights)
+        episodes = []
+        with torch.no_grad():
+            self.next_obs, self.next_done = collect(
+                self.envs, self.policy, self.tracker, self.storage, self.stage, self.next_obs, self.next_done, episodes
+            )
+        out = dict({k: v.numpy() for k, v in self.storage.items()}, **self.stage)
+        out.update(next_obs=self.next_obs.numpy(), next_done=self.next_done, episodes=episodes)
+        return dict(out, node=self.node, restarted=restarted)
+
+
+class Runners:
+    """Runners: the learner's side of --env-runners. Joins Ray (--ray-address, else a local Ray on 127.0.0.1), spreads
+    the runners over its nodes, broadcasts the weights and gathers the rollouts in env order. Ray restarts a runner
+    whose process or node died and asks it for its rollout again (max_restarts, max_task_retries)."""
+
+    def __init__(self, args: Args):
+        if args.ray_address is None:  # read when ray is imported: else Ray advertises the machine's network address
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        import ray  # Runners: imported only here, so that a copied file runs without ray
+
+        self.ray, self.args, self.restarts = ray, args, []
+        try:
+            if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
+            else:
+                ray.init(address=args.ray_address, logging_level="ERROR")
+        except ConnectionError as e:
+            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        free = ray.available_resources().get("CPU", 0.0)
+        need = args.env_runners * args.env_runner_cpus
+        if need > free:  # said at the start: Ray would wait for the CPUs forever
+            ray.shutdown()
+            sys.exit(
+                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
+                f" CPUs, the Ray cluster has {free:g} free"
+            )
+
+    def start(self, video_dir):  # (envpool renders no video: video_dir goes unused, as in evaluate)
+        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=-1, max_task_retries=-1, scheduling_strategy="SPREAD")
+        runner = self.ray.remote(EnvRunner).options(**options)
+        self.actors = [runner.remote(self.args, i) for i in range(self.args.env_runners)]
+        self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
+        self.all_nodes = []  # every node a runner ran on
+
+    def sample(self, agent, storage, stage):
+        """Every runner's rollout with the agent's weights, in env order into `storage` (the device tensors, one copy
+        each) and the host rows of `stage`. Returns the observation (numpy) and done after the last step, and the
+        finished games in env order."""
+        weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
+        calls = [actor.sample.remote(weights) for actor in self.actors]
+        try:
+            results = self.ray.get(calls)
+        except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
+            print(e, file=sys.stderr)
+            raise ConnectionError("an env runner failed") from e
+        n = self.args.num_envs // len(self.actors)
+        for i, result in enumerate(results):
+            if result["restarted"]:
+                print(f"warning: --env-runners: runner {i} was restarted by Ray, its rollout sampled again", file=sys.stderr)
+                self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
+            self.nodes[i] = result["node"]
+            if result["node"] not in self.all_nodes:
+                self.all_nodes.append(result["node"])
+            for k in stage:
+                stage[k][:, i * n : (i + 1) * n] = result[k]
+        for k in storage:
+            storage[k].copy_(torch.from_numpy(np.concatenate([result[k] for result in results], 1)), non_blocking=True)
+        next_obs = np.concatenate([result["next_obs"] for result in results])
+        next_done = np.concatenate([result["next_done"] for result in results])
+        episodes = [episode for result in results for episode in result["episodes"]]
+        return next_obs, next_done, episodes
+
+    def summary(self):  # for summary.json
+        return dict(env_runners=len(self.actors), runner_nodes=self.nodes, nodes=self.all_nodes, runner_restarts=self.restarts)
+
+    def close(self):
+        self.ray.shutdown()
+
+
 def main(args: Args):
     check_args(args)
     rank = int(os.environ.get("RANK", 0))  # DDP: torchrun sets them: this process's rank among world_size
@@ -441,6 +629,9 @@ def main(args: Args):
     def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
         return None
 
+    runners = None
+    if args.env_runners and not args.eval_model:  # Runners: Ray joined before the run folder (too few CPUs: none made)
+        runners = Runners(args)
     if rank == 0:
         log = RunLog(args, columns)
     else:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
@@ -457,21 +648,27 @@ def main(args: Args):
         torch.cuda.set_device(device)  # the current device, which CUDA graphs capture on
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(
-        args.env_id,
-        env_type="gymnasium",
-        num_envs=args.num_envs,
-        episodic_life=True,
-        reward_clip=True,
-        seed=args.seed + rank * args.num_envs,  # DDP: each rank its own envs' seeds
-        num_threads=args.envpool_threads,
-    )
-    obs_shape = envs.single_observation_space.shape
+    if runners is None:
+        envs = envpool.make(
+            args.env_id,
+            env_type="gymnasium",
+            num_envs=args.num_envs,
+            episodic_life=True,
+            reward_clip=True,
+            seed=args.seed + rank * args.num_envs,  # DDP: each rank its own envs' seeds
+            num_threads=args.envpool_threads,
+        )
+        obs_shape, n_actions = envs.single_observation_space.shape, envs.single_action_space.n
+    else:  # Runners: the envs are theirs; envpool's spec gives the spaces
+        envs = None
+        runners.start(os.path.join(log.run_dir, "videos"))
+        spec = envpool.make_spec(args.env_id)
+        obs_shape, n_actions = spec.gymnasium_observation_space.shape, spec.gymnasium_action_space.n
     if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
         dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
     tracker = EpisodeTracker(args.num_envs)
 
-    agent = Agent(envs.single_action_space.n).to(device)
+    agent = Agent(n_actions).to(device)
     if device.type == "cpu":
         # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
         # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
@@ -492,13 +689,15 @@ def main(args: Args):
     host_rows = ["rewards", "terms", "dones", "valid"]
     host = np.zeros((len(host_rows), args.num_steps, args.num_envs), dtype=np.float32)
     stage = dict(zip(host_rows, host))  # the rows by name: views, a write to stage["rewards"] writes host
+    storage = dict(obs=obs, actions=actions, logprobs=logprobs, values=values)
 
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_obs, _ = envs.reset()
-    next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
+    if runners is None:  # (each runner resets its own envs)
+        next_obs, _ = envs.reset()
+        next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
     try:
         for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
@@ -507,26 +706,13 @@ def main(args: Args):
                 frac = 1.0 - (iteration - 1.0) / num_iterations
                 ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)  # in place, no sync, no recompile
 
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs * world_size  # DDP: every rank's steps
-                obs[step] = next_obs
-                step_valid = ~next_done  # the step after a done is envpool's reset step, no transition
-                stage["valid"][step] = step_valid
-
-                # ALGO LOGIC: action logic
-                action, logprob, value, _ = ppo.policy(next_obs)
-                values[step] = value
-                actions[step] = action
-                logprobs[step] = logprob
-
-                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
-                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
-                next_done = np.logical_or(terminations, truncations)
-                stage["rewards"][step] = reward
-                stage["terms"][step] = terminations
-                stage["dones"][step] = next_done
+            global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
+            if runners is None:
+                next_obs, next_done = collect(envs, ppo.policy, tracker, storage, stage, next_obs, next_done, log.episodes)
+            else:  # Runners: each runner's rollout with these weights, gathered in env order
+                next_obs, next_done, episodes = runners.sample(agent, storage, stage)
                 next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
-                log.episodes += tracker.step(info, truncations, step_valid)
+                log.episodes += episodes
 
             on_device = torch.from_numpy(host).to(device, non_blocking=True)  # the host rows in one copy
             rollout = dict(zip(host_rows, on_device.unbind(0)))  # the rows by name, on the device
@@ -569,7 +755,12 @@ def main(args: Args):
                     break
     except KeyboardInterrupt:
         status = "interrupted"
-    envs.close()
+    except ConnectionError as e:  # Runners: a runner failed (its error printed above): keep what ran
+        print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        status = "failed"
+    fields = {} if runners is None else runners.summary()  # Runners: how many, where they ran, their restarts
+    if envs is not None:
+        envs.close()
 
     def act(obs):  # deterministic: the arg-max action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
@@ -577,13 +768,14 @@ def main(args: Args):
         return ppo.policy(repeated)[3][:1].cpu().numpy()
 
     if rank == 0:  # DDP: rank 0 alone writes the run folder
-        status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+        status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()}, **fields)
     if world_size > 1:  # DDP: the process group ends with the run
         dist.destroy_process_group()
+    if runners is not None:  # Runners: a local Ray stops; a cluster's ends this run's runners
+        runners.close()
     # What the run ends with: the exit code reads the status; tests read the rest.
-    storage = dict(obs=obs, actions=actions, logprobs=logprobs, values=values)
     state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(stage=stage)
+    state.update(stage=stage, runners=runners)
     return state
 
 
@@ -662,7 +854,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
+    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
@@ -679,7 +871,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         summary.update(
             cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
         summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
         summary["status"] = "evaluated" if evals and args.eval_model else status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)

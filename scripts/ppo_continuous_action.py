@@ -548,7 +548,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
+    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
@@ -565,7 +565,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         summary.update(
             cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
         summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
         summary["status"] = "evaluated" if evals and args.eval_model else status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)

@@ -5,12 +5,14 @@
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
 import csv
+import importlib.util
 import json
 import math
 import os
 import pathlib
 import random
 import signal
+import socket
 import sys
 import time
 import warnings
@@ -83,6 +85,12 @@ class Args:
     """the number of parallel game environments"""
     async_envs: bool = False
     """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
+    env_runners: int = 0
+    """Ray actors that step num_envs / env_runners envs each through whole rollouts, not in lock-step (0: none)"""
+    env_runner_cpus: float = 1.0
+    """the CPUs Ray reserves for each env runner (below 1: several runners share a core, for envs that wait)"""
+    ray_address: str | None = None
+    """the Ray cluster the env runners join (`auto` or host:port); by default a local Ray on 127.0.0.1, started and stopped"""
     num_steps: int = 2048
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -115,16 +123,21 @@ def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     silence_v4_notices()
-    if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
+    try:  # a registered id, or gymnasium's `module:id` (the module registers it: env runners import it in their processes)
+        continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
+    except (gym.error.Error, ImportError):
+        continuous = False
+    if not continuous:
         sys.exit(
             f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
             " such as HalfCheetah-v4"
         )
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef env_runners"
+    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "learning_rate max_grad_norm target_kl env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
     world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
     batch = args.num_envs * args.num_steps
     rollouts = batch * world_size  # one rollout of every rank
@@ -138,6 +151,10 @@ def check_args(args: Args):
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:  # a capture in a capture
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.env_runners:  # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
+        check_runners(args, world_size)
+    elif args.ray_address is not None:
+        sys.exit("error: --ray-address: needs --env-runners (the envs run in this process without runners)")
     if world_size > 1:  # DDP: what torchrun's data parallelism needs
         if args.eval_model:
             sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
@@ -177,6 +194,26 @@ def check_args(args: Args):
         args.compile_mode = GRAPH_MODES[args.compile_mode]
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
+
+
+def check_runners(args: Args, world_size: int):
+    """Runners: --env-runners and --ray-address, checked in one line each and with a bounded wait."""
+    if args.num_envs % args.env_runners:
+        sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
+    if args.async_envs:
+        sys.exit("error: --env-runners: not with --async-envs (each runner steps its own share of the envs already)")
+    if world_size > 1:
+        sys.exit("error: --env-runners: not under torchrun (one learner gathers the runners' rollouts)")
+    if importlib.util.find_spec("ray") is None:
+        sys.exit(
+            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
+        )
+    if args.ray_address not in (None, "auto"):  # a host:port that does not answer: said now, not after Ray's retries
+        host, _, port = args.ray_address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
 
 
 def silence_v4_notices():
@@ -455,6 +492,160 @@ def make_ppo(args: Args, agent, device):
     return ppo
 
 
+def rollout_rows(num_steps, num_envs, obs_dim, action_dim):
+    """The rollout's rows by name and shape, as the envs fill them (in this process or in each env runner)."""
+    return dict(
+        obs=(num_steps, num_envs, obs_dim),
+        actions=(num_steps, num_envs, action_dim),
+        rewards=(num_steps, num_envs),
+        terminations=(num_steps, num_envs),
+        dones=(num_steps, num_envs),
+        valids=(num_steps, num_envs),
+    )
+
+
+def collect(envs, act, stage, next_obs, next_done, episodes):
+    """One rollout: the envs stepped under `act` (numpy observations -> numpy actions) for len(stage["obs"]) steps into
+    the numpy rows of `stage`; each finished episode's (return, length) appended to `episodes`. Returns the observation
+    and done after the last step. The loop of this process's envs and of each env runner's."""
+    for step in range(len(stage["obs"])):
+        stage["obs"][step] = next_obs
+        stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
+
+        # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
+        action = act(next_obs)
+        stage["actions"][step] = action
+
+        # TRY NOT TO MODIFY: execute the game and log data.
+        next_obs, reward, termination, truncation, infos = envs.step(action)
+        next_done = np.logical_or(termination, truncation)
+        stage["rewards"][step] = reward
+        stage["terminations"][step] = termination
+        stage["dones"][step] = next_done
+        next_obs = next_obs.reshape(len(next_obs), -1).astype(np.float32)
+        for i in np.flatnonzero(infos.get("_episode", [])):
+            episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+    return next_obs, next_done
+
+
+class EnvRunner:
+    """Runners: one of --env-runners Ray actors, as RLlib's env runners. It owns num_envs / env_runners of the envs
+    (made and seeded as they are in this process) and a CPU copy of the agent, and steps its envs through a whole
+    rollout with the weights the learner sent: it meets the learner only at the rollout's end, never in lock-step."""
+
+    def __init__(self, args: Args, index: int, video_dir: str):
+        import ray
+
+        silence_v4_notices()
+        n = args.num_envs // args.env_runners
+        self.first = index * n  # its envs: first .. first + n - 1 of the learner's
+        self.envs = gym.vector.SyncVectorEnv(
+            [
+                make_env(args.env_id, self.first + i, args.capture_video and not args.eval_episodes, video_dir, args.gamma)
+                for i in range(n)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+        obs_dim = int(np.prod(self.envs.single_observation_space.shape))
+        self.agent = Agent(obs_dim, int(np.prod(self.envs.single_action_space.shape)))
+        torch.manual_seed(args.seed + 1 + index)  # each runner's own action noise
+        rows = rollout_rows(args.num_steps, n, obs_dim, self.agent.actor_logstd.shape[1])
+        self.stage = {k: np.zeros(shape, np.float32) for k, shape in rows.items()}
+        self.next_obs = self.envs.reset(seed=args.seed + self.first)[0].reshape(n, -1).astype(np.float32)
+        self.next_done = np.zeros(n, dtype=bool)
+        context = ray.get_runtime_context()  # where it runs, and whether Ray restarted it (its process or node died)
+        self.node = context.get_node_id()
+        with warnings.catch_warnings():  # ray 2.60 warns of its own deprecated actor_id, used inside
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = context.was_current_actor_reconstructed
+
+    def act(self, obs):
+        return self.agent.get_action(torch.from_numpy(obs))[0].numpy()
+
+    def sample(self, weights, statistics):
+        """One rollout with the learner's weights. `statistics`: its envs' normalization statistics after the last
+        rollout, put back if Ray restarted this runner (its new envs start from none)."""
+        restarted = self.restarted
+        if restarted and statistics:
+            self.envs.set_attr("obs_rms", statistics["obs_rms"])
+            self.envs.set_attr("return_rms", statistics["return_rms"])
+        self.restarted = False
+        self.agent.load_state_dict(weights)
+        episodes = []
+        with torch.no_grad():
+            self.next_obs, self.next_done = collect(self.envs, self.act, self.stage, self.next_obs, self.next_done, episodes)
+        statistics = dict(obs_rms=self.envs.get_attr("obs_rms"), return_rms=self.envs.get_attr("return_rms"))
+        out = dict(self.stage, next_obs=self.next_obs, next_done=self.next_done, episodes=episodes, statistics=statistics)
+        return dict(out, node=self.node, restarted=restarted)
+
+
+class Runners:
+    """Runners: the learner's side of --env-runners. Joins Ray (--ray-address, else a local Ray on 127.0.0.1), spreads
+    the runners over its nodes, broadcasts the weights and gathers the rollouts in env order. Ray restarts a runner
+    whose process or node died and asks it for its rollout again (max_restarts, max_task_retries)."""
+
+    def __init__(self, args: Args):
+        if args.ray_address is None:  # read when ray is imported: else Ray advertises the machine's network address
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        import ray  # Runners: imported only here, so that a copied file runs without ray
+
+        self.ray, self.args, self.restarts = ray, args, []
+        try:
+            if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
+            else:
+                ray.init(address=args.ray_address, logging_level="ERROR")
+        except ConnectionError as e:
+            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        free = ray.available_resources().get("CPU", 0.0)
+        need = args.env_runners * args.env_runner_cpus
+        if need > free:  # said at the start: Ray would wait for the CPUs forever
+            ray.shutdown()
+            sys.exit(
+                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
+                f" CPUs, the Ray cluster has {free:g} free"
+            )
+
+    def start(self, video_dir):
+        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=-1, max_task_retries=-1, scheduling_strategy="SPREAD")
+        runner = self.ray.remote(EnvRunner).options(**options)
+        self.actors = [runner.remote(self.args, i, video_dir) for i in range(self.args.env_runners)]
+        self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
+        self.all_nodes = []  # every node a runner ran on
+        self.statistics = [None] * len(self.actors)
+
+    def sample(self, agent, stage):
+        """Every runner's rollout with the agent's weights, into the rows of `stage` in env order. Returns the
+        observation and done after the last step, the finished episodes in env order, and env 0's statistics."""
+        weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
+        calls = [actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)]
+        try:
+            results = self.ray.get(calls)
+        except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
+            print(e, file=sys.stderr)
+            raise ConnectionError("an env runner failed") from e
+        n = self.args.num_envs // len(self.actors)
+        for i, result in enumerate(results):
+            if result["restarted"]:
+                print(f"warning: --env-runners: runner {i} was restarted by Ray, its rollout sampled again", file=sys.stderr)
+                self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
+            self.nodes[i], self.statistics[i] = result["node"], result["statistics"]
+            if result["node"] not in self.all_nodes:
+                self.all_nodes.append(result["node"])
+            for k in stage:
+                stage[k][:, i * n : (i + 1) * n] = result[k]
+        next_obs = np.concatenate([result["next_obs"] for result in results])
+        next_done = np.concatenate([result["next_done"] for result in results])
+        episodes = [episode for result in results for episode in result["episodes"]]
+        return next_obs, next_done, episodes, results[0]["statistics"]["obs_rms"][0]
+
+    def summary(self):  # for summary.json
+        return dict(env_runners=len(self.actors), runner_nodes=self.nodes, nodes=self.all_nodes, runner_restarts=self.restarts)
+
+    def close(self):
+        self.ray.shutdown()
+
+
 def main(args: Args):
     check_args(args)
     rank = int(os.environ.get("RANK", 0))  # DDP: torchrun sets them: this process's rank among world_size
@@ -476,6 +667,9 @@ def main(args: Args):
     def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
         return None
 
+    runners = None
+    if args.env_runners and not args.eval_model:  # Runners: Ray joined before the run folder (too few CPUs: none made)
+        runners = Runners(args)
     if rank == 0:
         log = RunLog(args, columns)
     else:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
@@ -495,24 +689,32 @@ def main(args: Args):
     # then a reset step (masked out: valids)
     # The --async-envs workers inherit these: Ctrl-C is this process's, and SIGTERM (from Slurm, or from close()
     # stopping them) ends a worker at once, not through this process's handler
-    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [
-            make_env(
-                args.env_id,
-                i,
-                args.capture_video and not args.eval_episodes and rank == 0,  # DDP: rank 0's video alone
-                os.path.join(log.run_dir, "videos"),
-                args.gamma,
-            )
-            for i in range(args.num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-    )
-    signal.signal(signal.SIGINT, sigint)
-    signal.signal(signal.SIGTERM, sigterm)
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+    if runners is None:
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
+            [
+                make_env(
+                    args.env_id,
+                    i,
+                    args.capture_video and not args.eval_episodes and rank == 0,  # DDP: rank 0's video alone
+                    os.path.join(log.run_dir, "videos"),
+                    args.gamma,
+                )
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+        signal.signal(signal.SIGINT, sigint)
+        signal.signal(signal.SIGTERM, sigterm)
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+    else:  # Runners: the envs are theirs; one made here gives the spaces
+        envs = None
+        runners.start(os.path.join(log.run_dir, "videos"))
+        probe = make_env(args.env_id, -1, False, None, args.gamma)()
+        obs_space, action_space = probe.observation_space, probe.action_space
+        probe.close()
+    obs_dim, action_dim = int(np.prod(obs_space.shape)), int(np.prod(action_space.shape))
     if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
         dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
 
@@ -528,26 +730,22 @@ def main(args: Args):
     # ALGO LOGIC: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
     # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
     pin = device.type == "cuda"
-    host = {
-        k: torch.zeros(shape, pin_memory=pin)
-        for k, shape in [
-            ("obs", (args.num_steps, args.num_envs, obs_dim)),
-            ("actions", (args.num_steps, args.num_envs, action_dim)),
-            ("rewards", (args.num_steps, args.num_envs)),
-            ("terminations", (args.num_steps, args.num_envs)),
-            ("dones", (args.num_steps, args.num_envs)),
-            ("valids", (args.num_steps, args.num_envs)),
-        ]
-    }
+    rows = rollout_rows(args.num_steps, args.num_envs, obs_dim, action_dim)
+    host = {k: torch.zeros(shape, pin_memory=pin) for k, shape in rows.items()}
     stage = {k: v.numpy() for k, v in host.items()}
     storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
 
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0]  # DDP: each rank its own envs' seeds
-    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
     next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
+    if runners is None:  # (each runner resets its own envs, with their seeds)
+        next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0]  # DDP: each rank its own envs' seeds
+        next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+
+    def policy_on_host(obs):  # the rollout's policy, numpy in and out; the action's copy to the host is the loop's one sync
+        return ppo.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()
+
     try:
         for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
@@ -559,24 +757,12 @@ def main(args: Args):
                 ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
 
             with torch.no_grad():
-                for step in range(0, args.num_steps):
-                    global_step += args.num_envs * world_size  # DDP: every rank's steps
-                    stage["obs"][step] = next_obs
-                    stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
-
-                    # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
-                    action = ppo.policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
-                    stage["actions"][step] = action
-
-                    # TRY NOT TO MODIFY: execute the game and log data.
-                    next_obs, reward, termination, truncation, infos = envs.step(action)
-                    next_done = np.logical_or(termination, truncation)
-                    stage["rewards"][step] = reward
-                    stage["terminations"][step] = termination
-                    stage["dones"][step] = next_done
-                    next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-                    for i in np.flatnonzero(infos.get("_episode", [])):
-                        log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+                global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
+                if runners is None:
+                    next_obs, next_done = collect(envs, policy_on_host, stage, next_obs, next_done, log.episodes)
+                else:  # Runners: each runner's rollout with these weights, gathered in env order
+                    next_obs, next_done, episodes, rms = runners.sample(agent, stage)
+                    log.episodes += episodes
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
@@ -610,15 +796,19 @@ def main(args: Args):
                 status = "diverged"
                 break
             # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            rms = envs.get_attr("obs_rms")[0]
+            if runners is None:  # (Runners: runner 0's env 0's, returned with its rollout)
+                rms = envs.get_attr("obs_rms")[0]
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
     except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
-        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+        flag, what = ("--env-runners", e) if runners else ("--async-envs", f"an env worker died ({type(e).__name__})")
+        print(f"error: {flag}: {what}, the run stops here", file=sys.stderr)
         status = "failed"
+    fields = {} if runners is None else runners.summary()  # Runners: how many, where they ran, their restarts
     try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
-        envs.close(terminate=status != "finished")
+        if envs is not None:
+            envs.close(terminate=status != "finished")
     except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
         for process in envs.unwrapped.processes:
             process.terminate()
@@ -633,12 +823,14 @@ def main(args: Args):
 
     if rank == 0:  # DDP: rank 0 alone writes the run folder
         model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
-        status = log.finish(global_step, status, act, model)
+        status = log.finish(global_step, status, act, model, **fields)
     if world_size > 1:  # DDP: the process group ends with the run
         dist.destroy_process_group()
+    if runners is not None:  # Runners: a local Ray stops; a cluster's ends this run's runners
+        runners.close()
     # What the run ends with: the exit code reads the status; tests read the rest.
     state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(obs_rms=obs_rms)
+    state.update(obs_rms=obs_rms, runners=runners)
     return state
 
 
@@ -717,7 +909,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model):  # saves model.pt, evaluates `act`, writes summary.json
+    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
         self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
@@ -734,7 +926,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         summary.update(
             cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
         )
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args))
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
         summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
         summary["status"] = "evaluated" if evals and args.eval_model else status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)

@@ -7,14 +7,15 @@ import pytest
 from helpers.scripts import SCRIPTS
 
 FILES = sorted(SCRIPTS.glob("*.py"))
-# Each file's formatted length when the caps were set, plus 10 %: room to grow a little, none to pack.
+# Each file's formatted length when the caps were set, plus 10 %: room to grow a little, none to pack. The fast PPO
+# files' caps were re-based when they gained Ray env runners (issue 31: about 190 lines each, a feature of their own).
 CAPS = {
     "dqn": 440,
     "dqn_torchcompile": 564,
     "ppo_atari": 579,
-    "ppo_atari_torchcompile": 734,
+    "ppo_atari_torchcompile": 980,
     "ppo_continuous_action": 594,
-    "ppo_continuous_action_torchcompile": 767,
+    "ppo_continuous_action_torchcompile": 1040,
     "sac_continuous_action": 526,
     "sac_continuous_action_torchcompile": 652,
     "td3_continuous_action": 485,

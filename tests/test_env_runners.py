@@ -1,0 +1,330 @@
+"""Ray env runners (--env-runners) in the fast PPO files: each runner steps its share of the envs through a whole
+rollout and meets the learner at the rollout's end. Real Ray, real processes: a local Ray that the script starts (on
+127.0.0.1 only), and a real two-node cluster on loopback (tests/helpers/ray_cluster.py, Ray's own multi-node test
+utility). Every process a test starts is stopped by its process id. This test process never imports ray."""
+
+import ipaddress
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers.scripts import ROOT, SCRIPTS, load_script, run_script
+
+CONT = "ppo_continuous_action_torchcompile"
+ATARI = "ppo_atari_torchcompile"
+# A task PPO learns in a few thousand steps (tests/helpers/envs.py); runners import its module in their processes.
+TARGET = ["--env-id", "helpers.envs:Target-v0", "--num-envs", 4, "--num-steps", 128, "--num-minibatches", 4]
+SMALL = {
+    CONT: [*TARGET, "--update-epochs", 2, "--total-timesteps", 2048],
+    ATARI: ["--env-id", "Pong-v5", "--num-envs", 4, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1]
+    + ["--total-timesteps", 512],
+}
+
+
+@pytest.fixture(autouse=True)
+def helpers_importable(monkeypatch):
+    """The runs (and their runners) import `helpers.envs` for the Target env."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+
+
+def children():
+    """{pid: parent pid} of every process on the machine."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError):
+            continue
+    return parents
+
+
+def descendants(pid):
+    parents, found = children(), {pid}
+    grew = True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return found - {pid}
+
+
+def command(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def runner_pids(pid):
+    """The env runners' processes under a run's local Ray."""
+    return sorted(p for p in descendants(pid) if command(p).startswith("ray::EnvRunner"))
+
+
+def listening_addresses(pids):
+    """The local addresses on which these processes listen (TCP, IPv4 and IPv6), read from /proc."""
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
+    addresses = []
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"]:
+        for line in pathlib.Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                words = bytes.fromhex(fields[1].split(":")[0])  # 32-bit words in the host's (little-endian) order
+                raw = b"".join(words[i : i + 4][::-1] for i in range(0, len(words), 4))
+                address = ipaddress.ip_address(raw)
+                addresses.append(getattr(address, "ipv4_mapped", None) or address)  # ::ffff:127.0.0.1 is 127.0.0.1
+    return addresses
+
+
+class Run:
+    """A script started in the background, in a session of its own; stop() ends it and every process under it."""
+
+    def __init__(self, script, *flags, tmp_path):
+        self.out = tmp_path / "runs"
+        cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), "--output-dir", str(self.out), *map(str, flags)]
+        self.proc = subprocess.Popen(
+            cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.seen = set()
+
+    def rows(self):
+        files = list(self.out.glob("*/metrics.csv"))
+        self.seen |= descendants(self.proc.pid)  # remembered: Ray's workers leave the session
+        return len(files[0].read_text().splitlines()) - 1 if files else 0
+
+    def wait_for_rows(self, n, limit=300):  # a guard against a hang, not a speed bound
+        end = time.time() + limit
+        while self.rows() < n:
+            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
+            assert time.time() < end, f"no {n} metrics rows after {limit} s"
+            time.sleep(0.2)
+
+    def finish(self, limit=600):
+        out, err = self.proc.communicate(timeout=limit)
+        assert self.proc.returncode == 0, err[-5000:]
+        summary = json.loads(pathlib.Path(out.strip().splitlines()[-1]).read_text())
+        return summary, err
+
+    def stop(self):
+        self.seen |= descendants(self.proc.pid)
+        for pid in [self.proc.pid, *self.seen]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.communicate()
+
+
+@pytest.fixture
+def cluster():
+    """A real two-node Ray cluster on loopback (2 CPUs each): (address, head node id, worker node id, process)."""
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "helpers" / "ray_cluster.py"), "--cpus", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        address, head, worker = proc.stdout.readline().split()
+        yield address, head, worker, proc
+    finally:
+        started = descendants(proc.pid)
+        proc.stdin.close()  # the helper shuts the cluster down
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in [proc.pid, *started]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def cluster_env(monkeypatch):
+    """The script joins the loopback cluster: its driver stays on 127.0.0.1 as the nodes do."""
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+@pytest.mark.parametrize("script", [CONT, ATARI])
+def test_two_runners_on_a_local_ray(script, tmp_path):
+    proc, summary = run_script(script, *SMALL[script], "--env-runners", 2, tmp_path=tmp_path)
+    assert summary["status"] == "finished"
+    assert summary["global_step"] == summary["args"]["total_timesteps"]
+    assert summary["env_runners"] == 2 and summary["runner_restarts"] == []
+    assert len(summary["runner_nodes"]) == 2 and len(summary["nodes"]) == 1  # one machine: one node
+    assert summary["episodes"] > 0 if script == CONT else True  # (Pong's games outlast 512 steps)
+    assert "warning: --env-runners" not in proc.stderr
+
+
+def final_return(summary):
+    return summary["episodic_return"]
+
+
+def test_runners_learn_as_the_in_process_run(tmp_path):
+    """Same budget and seeds: with 2 runners PPO learns the Target task as the in-process run does (a random policy
+    scores about -64, these runs end near -16; seeds differ by about 2)."""
+    finals = {0: [], 2: []}
+    for seed in [1, 2]:
+        for runners in finals:
+            flags = [*TARGET, "--update-epochs", 4, "--total-timesteps", 8192, "--seed", seed, "--env-runners", runners]
+            (tmp_path / f"{seed}-{runners}").mkdir()
+            _, summary = run_script(CONT, *flags, tmp_path=tmp_path / f"{seed}-{runners}")
+            finals[runners].append(final_return(summary))
+    assert all(r > -25 for r in finals[0] + finals[2]), finals  # both learned
+    in_process, with_runners = sum(finals[0]) / 2, sum(finals[2]) / 2
+    assert abs(in_process - with_runners) < 4, finals
+
+
+def test_a_killed_runner_is_restarted_and_the_local_ray_listens_on_loopback_only(tmp_path):
+    run = Run(CONT, *TARGET, "--update-epochs", 1, "--total-timesteps", 60_000, "--env-runners", 2, tmp_path=tmp_path)
+    try:
+        run.wait_for_rows(2)
+        ray_processes = descendants(run.proc.pid) | {run.proc.pid}
+        addresses = listening_addresses(ray_processes)
+        assert len(addresses) >= 3, addresses  # the GCS, the raylet, the runners: there is something to check
+        assert all(address.is_loopback for address in addresses), addresses
+        victims = runner_pids(run.proc.pid)
+        assert len(victims) == 2, victims
+        os.kill(victims[1], signal.SIGKILL)  # as the OOM killer does
+        summary, err = run.finish()
+    finally:
+        run.stop()
+    assert summary["status"] == "finished" and summary["global_step"] == 60_000 // 512 * 512
+    assert len(summary["runner_restarts"]) == 1, summary["runner_restarts"]  # the one killed (which index: Ray's choice)
+    restarted = summary["runner_restarts"][0]["runner"]
+    warnings = [line for line in err.splitlines() if line.startswith("warning: --env-runners")]
+    assert warnings == [f"warning: --env-runners: runner {restarted} was restarted by Ray, its rollout sampled again"], err
+
+
+def test_runners_spread_over_a_two_node_cluster(cluster, tmp_path, monkeypatch):
+    address, head, worker, _ = cluster
+    cluster_env(monkeypatch)
+    flags = [*SMALL[CONT], "--env-runners", 2, "--ray-address", address]
+    _, summary = run_script(CONT, *flags, tmp_path=tmp_path)
+    assert summary["status"] == "finished" and summary["runner_restarts"] == []
+    assert sorted(summary["runner_nodes"]) == sorted([head, worker])  # SPREAD: one runner on each node
+    assert sorted(summary["nodes"]) == sorted([head, worker])
+
+
+def test_a_removed_node_s_runners_come_back_on_the_other_node(cluster, tmp_path, monkeypatch):
+    address, head, worker, helper = cluster
+    cluster_env(monkeypatch)
+    flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 60_000, "--env-runners", 2, "--ray-address", address]
+    run = Run(CONT, *flags, tmp_path=tmp_path)
+    try:
+        run.wait_for_rows(2)
+        helper.stdin.write("remove\n")  # the worker node goes, with its runner
+        helper.stdin.flush()
+        assert helper.stdout.readline().split() == ["removed", worker]
+        summary, err = run.finish()
+    finally:
+        run.stop()
+    assert summary["status"] == "finished" and summary["global_step"] == 60_000 // 512 * 512
+    assert summary["runner_nodes"] == [head, head]  # both on the node that is left
+    assert sorted(summary["nodes"]) == sorted([head, worker])
+    assert [(r["node"], r["was_on"]) for r in summary["runner_restarts"]] == [(head, worker)], summary["runner_restarts"]
+    assert err.count("warning: --env-runners: runner") == 1, err[-3000:]
+
+
+# --- bad input: one line naming the flag, no run folder, no hang -------------------------------------------------
+
+BAD = [
+    pytest.param(dict(env_runners=3, num_envs=4), "--env-runners", "must divide --num-envs (4)", id="not-dividing"),
+    pytest.param(dict(env_runners=-1), "--env-runners", "in [0, inf)", id="negative"),
+    pytest.param(dict(env_runners=2, num_envs=2, async_envs=True), "--env-runners", "not with --async-envs", id="async"),
+    pytest.param(dict(env_runner_cpus=0.0, env_runners=1), "--env-runner-cpus", "in (0, inf)", id="zero-cpus"),
+    pytest.param(dict(ray_address="auto"), "--ray-address", "needs --env-runners", id="address-without-runners"),
+    pytest.param(
+        dict(env_runners=1, ray_address="127.0.0.1:9"), "--ray-address", "cannot be reached", id="address-unreachable"
+    ),
+    pytest.param(dict(env_runners=1, ray_address="no-port"), "--ray-address", "cannot be reached", id="address-no-port"),
+]
+
+
+@pytest.mark.parametrize("script", [CONT, ATARI])
+@pytest.mark.parametrize("fields,flag,says", BAD)
+def test_bad_runner_flags(script, fields, flag, says):
+    if script == ATARI and "async_envs" in fields:
+        pytest.skip("the Atari file refuses --async-envs itself (envpool steps its envs in threads)")
+    module = load_script(script)
+    args = module.Args(**{"env_id": "Pendulum-v1" if script == CONT else "Pong-v5", **fields})
+    with pytest.raises(SystemExit) as stop:
+        module.check_args(args)
+    line = str(stop.value.code)
+    assert line.startswith(f"error: {flag}: ") and says in line and "\n" not in line, line
+
+
+@pytest.mark.parametrize("script", [CONT, ATARI])
+def test_without_ray_installed_the_install_command_is_named(script, monkeypatch):
+    module = load_script(script)
+    real = module.importlib.util.find_spec
+    monkeypatch.setattr(module.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    args = module.Args(env_id="Pendulum-v1" if script == CONT else "Pong-v5", env_runners=1)
+    with pytest.raises(SystemExit) as stop:
+        module.check_args(args)
+    assert str(stop.value.code).startswith("error: --env-runners: needs ray: pip install "), stop.value.code
+
+
+def test_more_runners_than_the_cluster_has_cpus_for(tmp_path):
+    n = os.cpu_count() + 1  # one CPU more than the local Ray has (it takes the machine's)
+    flags = [*TARGET, "--num-envs", n, "--total-timesteps", 128 * n, "--env-runners", n, "--env-runner-cpus", 1]
+    proc, _ = run_script(CONT, *flags, tmp_path=tmp_path, expect_ok=False, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert errors[0].startswith(f"error: --env-runners: {n} runners x --env-runner-cpus 1.0 need {n} CPUs"), errors
+    assert not (tmp_path / "runs").exists()  # said before the run folder
+
+
+def test_ray_address_auto_without_a_cluster(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no cluster file of another run to find
+    proc, _ = run_script(CONT, *SMALL[CONT], "--env-runners", 1, "--ray-address", "auto", tmp_path=tmp_path, expect_ok=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+    assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert errors[0].startswith("error: --ray-address: auto: "), errors
+    assert not (tmp_path / "runs").exists()
+
+
+def test_sigterm_to_the_run_s_processes_ends_it_saved_and_leaves_no_ray_process(tmp_path):
+    """As Slurm's time limit does: SIGTERM to every process of the run's session (the script, its local Ray's GCS and
+    raylet; the runners live in sessions of their own). The run says it was terminated, keeps its model, and Ray's
+    processes are gone."""
+    flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 1_000_000, "--env-runners", 2, "--save-model"]
+    run = Run(CONT, *flags, tmp_path=tmp_path)
+    try:
+        run.wait_for_rows(2)
+        started = descendants(run.proc.pid)
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        out, err = run.proc.communicate(timeout=120)
+        time.sleep(2)  # Ray's processes end after the driver's shutdown
+        left = [pid for pid in started if command(pid)]
+    finally:
+        run.stop()
+    assert run.proc.returncode == 143, err[-3000:]
+    summary_path = pathlib.Path(out.strip().splitlines()[-1])
+    summary = json.loads(summary_path.read_text())
+    assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
+    assert (summary_path.parent / "model.pt").is_file()
+    assert left == [], [command(pid) for pid in left]
