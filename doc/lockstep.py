@@ -21,13 +21,15 @@ process, AsyncVectorEnv's workers and Ray's runner processes, which import this 
   robot: the core is free meanwhile).
 - TalkWaitRare-v0: TalkWait-v0 with episodes of 1000 steps on average: slow resets are rare (0.1% of calls), the
   steps even, so async and runners should tie (up to 8 envs: at 16, each of the 8 runners steps 2 envs in turn).
+- HalfCheetah-v4 itself: steps of about 50 us, which cost less than any process boundary.
 - SlowStep-HalfCheetah-v4 (issue 23's table, not run by default): HalfCheetah-v4 whose steps busy-wait 2 ms of wall
-  time, and 100 ms on 3% of the steps.
+  time, and 100 ms on 3% of the steps (wall time, unlike TalkBusy: on shared cores its work shrinks).
 
 Each env, at 1, 2, 4, 8 and 16 envs, is run with scripts/ppo_continuous_action_torchcompile.py (eager) three ways,
 one run after another: sync, --async-envs, and --env-runners R --env-runner-cpus C, where R = min(envs, 8) (the
 largest divisor of envs up to 8) and C = cores / R but at most 1 (the CPUs Ray reserves per runner, so that R
-runners fit on the machine). The rollout has the same size at every env count (1024 steps per iteration:
+runners fit on the machine; the learner has no core reserved: it works while the runners' envs step, or wait).
+The rollout has the same size at every env count (1024 steps per iteration:
 --num-steps 1024/envs); 4 iterations, the first left out of steps/s (--measure-burnin 1). The script knows nothing
 of these envs.
 
@@ -146,9 +148,13 @@ def run(env_id, num_envs, mode, args):
         flags += ["--env-runners", runners, "--env-runner-cpus", cpus]
     path = os.pathsep.join([str(DOC), *filter(None, [os.environ.get("PYTHONPATH")])])  # `lockstep:` is importable
     cmd = [sys.executable, str(SCRIPT), *map(str, flags)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=path))
     row = dict(env_id=env_id, num_envs=num_envs, mode=mode, num_steps=args.rollout // num_envs, env_runners=runners)
     row.update(env_runner_cpus=cpus, sps=None, status="failed", summary="")
+    try:  # a run that hangs is recorded as failed (SIGKILL after the timeout) and the others go on
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=path), timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"lockstep: the run took over {args.timeout} s: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        return row
     if proc.returncode:
         print(f"lockstep: the run failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
         return row
@@ -208,6 +214,7 @@ def main():
         default=None,
         help="the CPUs Ray reserves per runner (default: cores / runners, at most 1)",
     )
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take before it is stopped (failed)")
     args = parser.parse_args()
     out, rows = pathlib.Path(args.out), []
     out.mkdir(parents=True, exist_ok=True)

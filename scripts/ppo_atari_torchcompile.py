@@ -455,7 +455,8 @@ def collect(envs, policy, tracker, storage, stage, next_obs, next_done, episodes
     """One rollout: the envs stepped under `policy` (ppo.policy's outputs) for num_steps steps from `next_obs` (a tensor
     on the storage's device) and `next_done`, into `storage` (obs, actions, logprobs, values: tensors) and the host rows
     of `stage`; each finished game's (score, length) appended to `episodes`. Returns the observation and done after the
-    last step. The loop of this process's envs and of each env runner's."""
+    last step. Runners: a function of its own (not inline in main, as in the baseline) because each env runner runs
+    this same loop on its share of the envs."""
     device = storage["obs"].device
     for step in range(len(storage["obs"])):
         storage["obs"][step] = next_obs
@@ -549,7 +550,9 @@ class Runners:
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray  # Runners: imported only here, so that a copied file runs without ray
 
-        self.ray, self.args, self.restarts = ray, args, []
+        self.ray = ray
+        self.args = args
+        self.restarts = []  # (runner, node it came back on, node it was on) of each restart
         try:
             if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
                 ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
@@ -557,17 +560,22 @@ class Runners:
                 ray.init(address=args.ray_address, logging_level="ERROR")
         except ConnectionError as e:
             sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        # Said at the start, for Ray would wait for the CPUs forever: the cluster's free CPUs, and the runners each
+        # node can hold (a runner lives on one node)
         free = ray.available_resources().get("CPU", 0.0)
         need = args.env_runners * args.env_runner_cpus
-        if need > free:  # said at the start: Ray would wait for the CPUs forever
+        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
+        if need > free or fit < args.env_runners:
             ray.shutdown()
             sys.exit(
                 f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
-                f" CPUs, the Ray cluster has {free:g} free"
+                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
             )
 
-    def start(self, video_dir):  # (envpool renders no video: video_dir goes unused, as in evaluate)
-        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=-1, max_task_retries=-1, scheduling_strategy="SPREAD")
+    def start(self):  # (envpool renders no video)
+        # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
+        # ends the run) and its rollout is asked for again
+        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
         runner = self.ray.remote(EnvRunner).options(**options)
         self.actors = [runner.remote(self.args, i) for i in range(self.args.env_runners)]
         self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
@@ -579,6 +587,18 @@ class Runners:
         finished games in env order."""
         weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
         calls = [actor.sample.remote(weights) for actor in self.actors]
+        waited = 0
+        pending = calls
+        while pending:  # never a silent wait: a line each minute while rollouts are missing
+            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
+            waited += 60
+            if pending:
+                missing = [calls.index(call) for call in pending]
+                print(
+                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
+                    " them: it waits for free CPUs)",
+                    file=sys.stderr,
+                )
         try:
             results = self.ray.get(calls)
         except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
@@ -587,7 +607,9 @@ class Runners:
         n = self.args.num_envs // len(self.actors)
         for i, result in enumerate(results):
             if result["restarted"]:
-                print(f"warning: --env-runners: runner {i} was restarted by Ray, its rollout sampled again", file=sys.stderr)
+                print(
+                    f"warning: --env-runners: runner {i} was restarted by Ray (its process or node was lost)", file=sys.stderr
+                )
                 self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
             self.nodes[i] = result["node"]
             if result["node"] not in self.all_nodes:
@@ -602,7 +624,7 @@ class Runners:
         return next_obs, next_done, episodes
 
     def summary(self):  # for summary.json
-        return dict(env_runners=len(self.actors), runner_nodes=self.nodes, nodes=self.all_nodes, runner_restarts=self.restarts)
+        return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
 
     def close(self):
         self.ray.shutdown()
@@ -661,7 +683,7 @@ def main(args: Args):
         obs_shape, n_actions = envs.single_observation_space.shape, envs.single_action_space.n
     else:  # Runners: the envs are theirs; envpool's spec gives the spaces
         envs = None
-        runners.start(os.path.join(log.run_dir, "videos"))
+        runners.start()
         spec = envpool.make_spec(args.env_id)
         obs_shape, n_actions = spec.gymnasium_observation_space.shape, spec.gymnasium_action_space.n
     if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
@@ -706,13 +728,13 @@ def main(args: Args):
                 frac = 1.0 - (iteration - 1.0) / num_iterations
                 ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)  # in place, no sync, no recompile
 
-            global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
             if runners is None:
                 next_obs, next_done = collect(envs, ppo.policy, tracker, storage, stage, next_obs, next_done, log.episodes)
             else:  # Runners: each runner's rollout with these weights, gathered in env order
                 next_obs, next_done, episodes = runners.sample(agent, storage, stage)
                 next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
                 log.episodes += episodes
+            global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
 
             on_device = torch.from_numpy(host).to(device, non_blocking=True)  # the host rows in one copy
             rollout = dict(zip(host_rows, on_device.unbind(0)))  # the rows by name, on the device

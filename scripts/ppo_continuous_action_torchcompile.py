@@ -125,8 +125,10 @@ def check_args(args: Args):
     silence_v4_notices()
     try:  # a registered id, or gymnasium's `module:id` (the module registers it: env runners import it in their processes)
         continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
-    except (gym.error.Error, ImportError):
+    except gym.error.UnregisteredEnv:
         continuous = False
+    except Exception as e:  # registered but not made here (a missing dependency, a module that failed to import)
+        sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
     if not continuous:
         sys.exit(
             f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
@@ -507,7 +509,8 @@ def rollout_rows(num_steps, num_envs, obs_dim, action_dim):
 def collect(envs, act, stage, next_obs, next_done, episodes):
     """One rollout: the envs stepped under `act` (numpy observations -> numpy actions) for len(stage["obs"]) steps into
     the numpy rows of `stage`; each finished episode's (return, length) appended to `episodes`. Returns the observation
-    and done after the last step. The loop of this process's envs and of each env runner's."""
+    and done after the last step. Runners: a function of its own (not inline in main, as in the baseline) because each
+    env runner runs this same loop on its share of the envs."""
     for step in range(len(stage["obs"])):
         stage["obs"][step] = next_obs
         stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
@@ -551,7 +554,8 @@ class EnvRunner:
         torch.manual_seed(args.seed + 1 + index)  # each runner's own action noise
         rows = rollout_rows(args.num_steps, n, obs_dim, self.agent.actor_logstd.shape[1])
         self.stage = {k: np.zeros(shape, np.float32) for k, shape in rows.items()}
-        self.next_obs = self.envs.reset(seed=args.seed + self.first)[0].reshape(n, -1).astype(np.float32)
+        self.seed = args.seed + self.first  # SyncVectorEnv seeds env i with seed + i: the learner's seeds
+        self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(n, -1).astype(np.float32)
         self.next_done = np.zeros(n, dtype=bool)
         context = ray.get_runtime_context()  # where it runs, and whether Ray restarted it (its process or node died)
         self.node = context.get_node_id()
@@ -566,9 +570,10 @@ class EnvRunner:
         """One rollout with the learner's weights. `statistics`: its envs' normalization statistics after the last
         rollout, put back if Ray restarted this runner (its new envs start from none)."""
         restarted = self.restarted
-        if restarted and statistics:
+        if restarted and statistics:  # then a reset, so that even the first observation is normalized with them
             self.envs.set_attr("obs_rms", statistics["obs_rms"])
             self.envs.set_attr("return_rms", statistics["return_rms"])
+            self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(len(self.next_obs), -1).astype(np.float32)
         self.restarted = False
         self.agent.load_state_dict(weights)
         episodes = []
@@ -589,7 +594,9 @@ class Runners:
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray  # Runners: imported only here, so that a copied file runs without ray
 
-        self.ray, self.args, self.restarts = ray, args, []
+        self.ray = ray
+        self.args = args
+        self.restarts = []  # (runner, node it came back on, node it was on) of each restart
         try:
             if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
                 ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
@@ -597,17 +604,22 @@ class Runners:
                 ray.init(address=args.ray_address, logging_level="ERROR")
         except ConnectionError as e:
             sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        # Said at the start, for Ray would wait for the CPUs forever: the cluster's free CPUs, and the runners each
+        # node can hold (a runner lives on one node)
         free = ray.available_resources().get("CPU", 0.0)
         need = args.env_runners * args.env_runner_cpus
-        if need > free:  # said at the start: Ray would wait for the CPUs forever
+        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
+        if need > free or fit < args.env_runners:
             ray.shutdown()
             sys.exit(
                 f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
-                f" CPUs, the Ray cluster has {free:g} free"
+                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
             )
 
     def start(self, video_dir):
-        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=-1, max_task_retries=-1, scheduling_strategy="SPREAD")
+        # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
+        # ends the run) and its rollout is asked for again
+        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
         runner = self.ray.remote(EnvRunner).options(**options)
         self.actors = [runner.remote(self.args, i, video_dir) for i in range(self.args.env_runners)]
         self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
@@ -619,6 +631,18 @@ class Runners:
         observation and done after the last step, the finished episodes in env order, and env 0's statistics."""
         weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
         calls = [actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)]
+        waited = 0
+        pending = calls
+        while pending:  # never a silent wait: a line each minute while rollouts are missing
+            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
+            waited += 60
+            if pending:
+                missing = [calls.index(call) for call in pending]
+                print(
+                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
+                    " them: it waits for free CPUs)",
+                    file=sys.stderr,
+                )
         try:
             results = self.ray.get(calls)
         except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
@@ -627,7 +651,9 @@ class Runners:
         n = self.args.num_envs // len(self.actors)
         for i, result in enumerate(results):
             if result["restarted"]:
-                print(f"warning: --env-runners: runner {i} was restarted by Ray, its rollout sampled again", file=sys.stderr)
+                print(
+                    f"warning: --env-runners: runner {i} was restarted by Ray (its process or node was lost)", file=sys.stderr
+                )
                 self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
             self.nodes[i], self.statistics[i] = result["node"], result["statistics"]
             if result["node"] not in self.all_nodes:
@@ -640,7 +666,7 @@ class Runners:
         return next_obs, next_done, episodes, results[0]["statistics"]["obs_rms"][0]
 
     def summary(self):  # for summary.json
-        return dict(env_runners=len(self.actors), runner_nodes=self.nodes, nodes=self.all_nodes, runner_restarts=self.restarts)
+        return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
 
     def close(self):
         self.ray.shutdown()
@@ -757,12 +783,12 @@ def main(args: Args):
                 ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
 
             with torch.no_grad():
-                global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
                 if runners is None:
                     next_obs, next_done = collect(envs, policy_on_host, stage, next_obs, next_done, log.episodes)
                 else:  # Runners: each runner's rollout with these weights, gathered in env order
                     next_obs, next_done, episodes, rms = runners.sample(agent, stage)
                     log.episodes += episodes
+                global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
 
                 for k in storage:
                     storage[k].copy_(host[k], non_blocking=True)
@@ -802,8 +828,10 @@ def main(args: Args):
     except KeyboardInterrupt:
         status = "interrupted"
     except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
-        flag, what = ("--env-runners", e) if runners else ("--async-envs", f"an env worker died ({type(e).__name__})")
-        print(f"error: {flag}: {what}, the run stops here", file=sys.stderr)
+        if runners is None:
+            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+        else:
+            print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
         status = "failed"
     fields = {} if runners is None else runners.summary()  # Runners: how many, where they ran, their restarts
     try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
