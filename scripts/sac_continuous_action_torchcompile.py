@@ -414,7 +414,10 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     sac.policy = policy
     if args.compile:
         sac.update_critic = compiled(update_critic, args)
-        sac.update_actor = compiled(update_actor, args)
+        if device.type != "cpu":
+            # Speed: on a CPU the actor's update stays eager: compiled it took 1.5x the eager time (2-core CPU, torch
+            # 2.13: inductor's C++ kernel for the critics' ReLU backward ran ~320 us a call; doc/tricks.md, section 4)
+            sac.update_actor = compiled(update_actor, args)
         sac.policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.

@@ -365,7 +365,10 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     td3.update_critic, td3.update_actor, td3.policy = update_critic, update_actor, policy
     if args.compile:
         td3.update_critic = compiled(update_critic, args)
-        td3.update_actor = compiled(update_actor, args)
+        if device.type != "cpu":
+            # Speed: on a CPU the actor's update stays eager: compiled it took 1.5x the eager time (2-core CPU, torch
+            # 2.13: inductor's C++ kernel for the critics' ReLU backward ran ~320 us a call; doc/tricks.md, section 4)
+            td3.update_actor = compiled(update_actor, args)
         td3.policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
