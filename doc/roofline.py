@@ -98,6 +98,27 @@ ROOFLINE_COLUMNS = [
 ]
 PROFILE_COLUMNS = ["script", "profiled steps/s", "env", "policy", "update", "logging", "rest"]
 FUNCTION_COLUMNS = ["script", "function", "calls per env step", "MFLOP per call", "MFLOP per env step"]
+SPLIT_COLUMNS = [
+    "script",
+    "function",
+    "us per call",
+    "matmul us",
+    "matmul share",
+    "matmul GFLOP/s in place",
+    "attainable GFLOP/s at its ops",
+    "other ops us",
+]
+# The ops that make the FLOPs, as torch.profiler names the ones that do the work (their self time is the kernel's)
+MATMUL_EVENTS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::mkldnn_convolution",
+    "aten::convolution_backward",
+    "aten::_slow_conv2d_forward",
+    "aten::_slow_conv2d_backward",
+}
 
 
 @dataclass
@@ -189,6 +210,22 @@ def count_call(fn, args, kwargs):
         fn(*args, **kwargs)
     sync()
     return counter.get_total_flops(), recorder.ops
+
+
+def time_split(fn, args, kwargs, flops, timing):
+    """Where one call's time goes: its wall time (seconds_per_call, no profiler), the matmuls' share of it (the self
+    CPU time torch.profiler gives MATMUL_EVENTS, over calls that take `timing.period_s`), and their rate in place."""
+    wall = seconds_per_call(lambda: fn(*args, **kwargs), timing.period_s, timing.repeats)
+    calls = max(1, math.ceil(timing.period_s / wall))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn(*args, **kwargs)
+        sync()
+    matmul_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMUL_EVENTS) / calls
+    matmul = matmul_us / 1e6
+    return dict(
+        wall_s=wall, matmul_s=matmul, matmul_share=matmul / wall, matmul_gflops=flops / matmul / 1e9 if matmul else None
+    )
 
 
 def op_label(op):
@@ -445,10 +482,12 @@ def measure_fast(algorithm, flags, folder, rates, timing, with_end_to_end=True):
         sequence, env_steps = schedule(algorithm, state["args"], sys.modules[script])
         calls = Counter(sequence)
         functions, ops = {}, {}
+        function_ops = {}
         for name in hot:  # each hot function once, on its last inputs: its FLOPs and ops per call
             args, kwargs = clock.inputs[name]
             flops, call_ops = count_call(hot[name], args, kwargs)
             functions[name] = dict(calls_per_step=calls[name] / env_steps, flops_per_call=flops)
+            function_ops[name] = call_ops
             for key, op in call_ops.items():
                 ops.setdefault(key, dict(op, per_step=0.0))["per_step"] += op["calls"] * calls[name] / env_steps
         flops_per_step = sum(f["calls_per_step"] * f["flops_per_call"] for f in functions.values())
@@ -459,6 +498,12 @@ def measure_fast(algorithm, flags, folder, rates, timing, with_end_to_end=True):
 
         update_steps = env_steps / seconds_per_call(period, timing.period_s, timing.repeats)
         attainable, ops_flops, op_rows = rates.attainable(ops, run_threads)
+        for name in hot:  # each function alone: its wall time, the matmuls' part of it, their rate against attainable
+            args, kwargs = clock.inputs[name]
+            split = time_split(hot[name], args, kwargs, functions[name]["flops_per_call"], timing)
+            own_ops = {key: dict(op, per_step=op["calls"]) for key, op in function_ops[name].items()}
+            split["attainable_gflops"] = (rates.attainable(own_ops, run_threads)[0] or 0) / 1e9 or None
+            functions[name]["split"] = split
     finally:
         torch.set_num_threads(threads)
     e2e = dict(command=None, sps=None, status="not run", summary=None)
@@ -589,6 +634,17 @@ def write(out, command, machine, squares, rows, details):
         for name, f in detail["functions"].items():
             per_call, per_step = f["flops_per_call"] / 1e6, f["calls_per_step"] * f["flops_per_call"] / 1e6
             lines.append(table_row([script, name, f"{f['calls_per_step']:.4g}", number(per_call), number(per_step)]))
+    lines += ["", "## Where a hot function's time goes: its matmuls and the rest (fast files, each function alone)", ""]
+    lines.append(table_head(SPLIT_COLUMNS))
+    for script, detail in details.items():
+        for name, f in detail["functions"].items():
+            split = f.get("split")
+            if not split or not f["flops_per_call"]:
+                continue
+            cells = [script, name, number(split["wall_s"] * 1e6, 0), number(split["matmul_s"] * 1e6, 0)]
+            cells += [number(split["matmul_share"], percent=True), number(split["matmul_gflops"])]
+            cells += [number(split["attainable_gflops"]), number((split["wall_s"] - split["matmul_s"]) * 1e6, 0)]
+            lines.append(table_row(cells))
     lines += ["", NOTES]
     out.write_text("\n".join(lines) + "\n")
     return lines
@@ -619,7 +675,12 @@ NOTES = """How to read it:
   outside the SAC and TD3 updates, inside DQN's). End to end: the script's own steps/s after its burn-in.
 - The time profile comes from a second run of the same budget in this process, timers around the envs' step, the
   hot functions (update: updates, target updates and GAE) and the metrics row; the baselines' policy and update are
-  in the rest. Its steps/s shows how much the timers cost against the end-to-end run."""
+  in the rest. Its steps/s shows how much the timers cost against the end-to-end run.
+- Each function alone: its wall time per call on its recorded inputs (no profiler), and the self CPU time that
+  torch.profiler gives the ops doing the matmuls and convolutions (mm, addmm, bmm, oneDNN's convolution and its
+  backward) over as many calls again; "in place" is the function's FLOPs over that time, to hold against the rate of
+  the same ops timed alone. The other ops' time is the rest: elementwise work, reductions, Adam, autograd, Python.
+  The profiler adds a little to that rest, not to the matmuls' own time."""
 
 
 def main(argv=None):

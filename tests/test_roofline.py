@@ -20,6 +20,8 @@ ROOFLINE_COLUMNS = "| script | env | threads | MFLOP/step | attainable GFLOP/s |
 ROOFLINE_COLUMNS += " | update-only % of attainable | end-to-end steps/s | end-to-end GFLOP/s | end-to-end % of attainable |"
 PROFILE_COLUMNS = "| script | profiled steps/s | env | policy | update | logging | rest |"
 FUNCTION_COLUMNS = "| script | function | calls per env step | MFLOP per call | MFLOP per env step |"
+SPLIT_COLUMNS = "| script | function | us per call | matmul us | matmul share | matmul GFLOP/s in place"
+SPLIT_COLUMNS += " | attainable GFLOP/s at its ops | other ops us |"
 
 
 def matmuls(rows, layers):
@@ -79,6 +81,13 @@ def test_td3_quick_roofline(tmp_path):
     assert "addmm(256, 256x23, 23x256^T)" in {op["op"] for op in detail["ops"]}  # the critics' first layer
     assert "addmm(6, 1x256, 256x6^T)" in {op["op"] for op in detail["ops"]}  # the policy's last layer, one env
 
+    # each function's time split: its matmuls' self time is a part of its wall time, their rate in place is given
+    for name, function in detail["functions"].items():
+        split = function["split"]
+        assert split["wall_s"] > 0 and 0 < split["matmul_s"] and 0 < split["matmul_share"] < 1.5, (name, split)
+        assert split["matmul_gflops"] == pytest.approx(function["flops_per_call"] / split["matmul_s"] / 1e9)
+        assert split["attainable_gflops"] > 0
+
     # rates and fractions are consistent with each other (no bound on their values)
     for row in (fast, baseline):
         assert row["attainable_gflops"] > 0 and row["e2e_status"] == "finished" and row["e2e_steps_per_s"] > 0
@@ -92,9 +101,9 @@ def test_td3_quick_roofline(tmp_path):
     # the tables and the header
     text = out.read_text()
     lines = text.splitlines()
-    for header in (ROOFLINE_COLUMNS, PROFILE_COLUMNS, FUNCTION_COLUMNS):
+    for header in (ROOFLINE_COLUMNS, PROFILE_COLUMNS, FUNCTION_COLUMNS, SPLIT_COLUMNS):
         assert header in lines
-    assert sum(line.startswith("| td3_continuous_action") for line in lines) == 2 + 2 + 3
+    assert sum(line.startswith("| td3_continuous_action") for line in lines) == 2 + 2 + 3 + 3
     assert "--quick --scripts td3_continuous_action" in lines[2]
     assert f"torch {torch.__version__}" in text and "threads" in text and record["machine"]["cpu_model"] in text
     assert (out.with_suffix(".csv")).read_text().startswith("script,variant,")

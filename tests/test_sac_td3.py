@@ -11,6 +11,7 @@ from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds
 from helpers.in_process import reachable_tensors
 from helpers.parity import assert_all_close, assert_params_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # A short run that goes past learning_starts, so that the (compiled) updates really run.
 SHORT = [
@@ -378,3 +379,73 @@ def test_updates_change_in_place_only_what_graph_modes_can_capture(algo, overrid
     assert changed and "agent.actor.fc1.weight" in changed  # the check sees what the updates change
     other = [path for (path, t) in held if path in changed and t.untyped_storage().data_ptr() not in storages]
     assert not [path for path in other if ".state[" not in path], other
+
+
+# ---------------------------------------------------------------- --precision bf16
+class MatmulDtypes(TorchDispatchMode):
+    """The dtypes of every matmul run under it (forward and backward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm):
+            self.dtypes.add(args[-1].dtype)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_bf16_updates_multiply_in_bf16_and_keep_fp32_state(algo):
+    """--precision bf16: every matmul of the updates (forward and backward) in bf16; parameters, targets, alpha and
+    Adam's state stay fp32, the policy too; three steps stay near the fp32 steps from the same weights. (autocast runs
+    on any CPU, emulated where bf16 is missing: the run refuses that case, the test below.)"""
+    module = load_script(ALGOS[algo] + "_torchcompile")
+    torch.manual_seed(0)
+    fp32 = _make(module, algo, compile=False)
+    bf16 = _make(module, algo, compile=False, precision="bf16")
+    _copy_params(fp32, bf16, algo)
+    batch = _batch()
+    with MatmulDtypes() as seen:
+        got = _steps(bf16, algo, batch)
+    assert seen.dtypes == {torch.bfloat16}
+    expected = _steps(fp32, algo, batch)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g.float(), e, rtol=0.05, atol=0.02)
+    held = list(_state(bf16, algo).values())
+    for optimizer in (bf16.q_optimizer, bf16.actor_optimizer):
+        held += [v for state in optimizer.state.values() for v in state.values() if v.is_floating_point()]
+    assert held and {t.dtype for t in held} == {torch.float32}
+    with MatmulDtypes() as seen:
+        actions = bf16.policy(torch.randn(4, OBS_DIM))
+    assert seen.dtypes == {torch.float32} and {a.dtype for a in actions} == {torch.float32}
+
+
+@pytest.mark.parametrize("script", ["sac_continuous_action_torchcompile", "td3_continuous_action_torchcompile"])
+def test_bf16_refused_in_one_line_where_the_cpu_lacks_it(script, monkeypatch, capsys):
+    module = load_script(script)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    with pytest.raises(SystemExit) as stop:
+        module.check_fast_flags(module.Args(cuda=False, precision="bf16"))
+    assert str(stop.value).startswith("error: --precision bf16: this CPU (it needs AVX512-BF16 or AMX) has no native")
+    module.check_fast_flags(module.Args(cuda=False))  # fp32 goes on
+
+
+BF16_RUNS = [("sac", []), pytest.param("sac", ["--compile"], marks=pytest.mark.compile), ("td3", [])]
+
+
+@pytest.mark.parametrize("algo,flags", BF16_RUNS)
+def test_bf16_run(algo, flags, tmp_path):
+    """A short bf16 run where the CPU has bf16 (the one-line refusal otherwise)."""
+    script = ALGOS[algo] + "_torchcompile"
+    supported = load_script(script).bf16_matmuls(torch.cuda.is_available())
+    proc, summary = run_script(
+        script, "--env-id", "Pendulum-v1", *SHORT, "--precision", "bf16", *flags, tmp_path=tmp_path, expect_ok=supported
+    )
+    if not supported:
+        assert proc.returncode != 0 and proc.stderr.strip().startswith("error: --precision bf16:")
+        return
+    assert summary["status"] == "finished" and summary["args"]["precision"] == "bf16"
+    last = read_metrics(summary)[-1]
+    assert np.isfinite(float(last["qf1_loss"])) and np.isfinite(float(last["actor_loss"]))
