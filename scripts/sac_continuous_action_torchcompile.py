@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
 from typing import Literal
 
@@ -156,6 +156,8 @@ def check_fast_flags(args: Args):
     if args.precision == "bf16" and not bf16_matmuls(args.cuda):
         where = "GPU" if args.cuda else "CPU (it needs AVX512-BF16 or AMX)"
         sys.exit(f"error: --precision bf16: this {where} has no native bf16 matmuls: emulated, they are slower than fp32")
+    if not args.cuda and args.compile:  # (make_sac says why)
+        print("warning: --compile: SAC runs eager on a CPU, where compiled it was slower (doc/tricks.md)", file=sys.stderr)
     if not args.cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
@@ -343,8 +345,14 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     qf1_detached = {k: v.detach() for k, v in qf1.named_parameters()}
     qf2_detached = {k: v.detach() for k, v in qf2.named_parameters()}
     q_params = list(qf1.parameters()) + list(qf2.parameters())
-    sac.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam_settings(args, device))
-    sac.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam_settings(args, device))
+    # Speed: on a CPU, --compile leaves SAC eager, with eager's fused Adam. Measured on the 2-core CPU (doc/tricks.md,
+    # section 4): compiled, the actor update took 1.5x its eager time (inductor's kernel for the critics' ReLU
+    # backward), and with only the critic update and the policy compiled whole runs still made 0.84-0.98x the steps/s
+    # of the eager file (5 seeds in two sittings).
+    compiling = args.compile and device.type != "cpu"
+    adam = adam_settings(args if compiling else replace(args, compile=False), device)
+    sac.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam)
+    sac.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam)
 
     # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update),
     # computed from log_alpha where it is used: an update that changed a tensor of its own in place (alpha.copy_) would
@@ -352,7 +360,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     if args.autotune:
         target_entropy = -float(action_dim)
         sac.log_alpha = log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam_settings(args, device))
+        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam)
     else:
         fixed_alpha = torch.tensor([args.alpha], device=device)
 
@@ -432,12 +440,9 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
     sac.update_critic, sac.update_actor, sac.update_target = update_critic, update_actor, update_target
     sac.policy = policy
-    if args.compile:
+    if compiling:  # Speed: torch.compile fuses the small ops of each function (not on a CPU: above)
         sac.update_critic = compiled(update_critic, args)
-        if device.type != "cpu":
-            # Speed: on a CPU the actor's update stays eager: compiled it took 1.5x the eager time (2-core CPU, torch
-            # 2.13: inductor's C++ kernel for the critics' ReLU backward ran ~320 us a call; doc/tricks.md, section 4)
-            sac.update_actor = compiled(update_actor, args)
+        sac.update_actor = compiled(update_actor, args)
         sac.policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.

@@ -18,7 +18,7 @@ CAPS = {
     "ppo_continuous_action": 594,
     "ppo_continuous_action_torchcompile": 1040,
     "sac_continuous_action": 526,
-    "sac_continuous_action_torchcompile": 672,
+    "sac_continuous_action_torchcompile": 676,
     "td3_continuous_action": 485,
     "td3_continuous_action_torchcompile": 618,
 }
