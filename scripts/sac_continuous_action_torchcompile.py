@@ -1,6 +1,7 @@
 # SAC for continuous actions, the fast variant of sac_continuous_action.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import contextlib
 import csv
 import json
 import math
@@ -371,7 +372,9 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         # Speed: --precision bf16 runs the forward passes and losses of the updates under autocast: their matmuls in
         # bf16 (about 2x fp32's rate on a CPU with AVX512-BF16); parameters, gradients, Adam's state, alpha and the
         # targets stay fp32. Backward and the optimizer steps run outside it, as torch advises.
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+        if args.precision == "bf16":
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()  # fp32: no autocast at all
 
     def update_critic(batch):
         b = ReplayBuffer.split(batch, obs_dim, action_dim)
