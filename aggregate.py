@@ -109,6 +109,10 @@ def log_tail(folder, log, n=20):
     return [line.split("\r")[-1].rstrip() for line in lines][-n:]
 
 
+# the variant files of their own, scripts/<algorithm>_<idea>_torchcompile.py: Ray env runners, torchrun's ranks
+VARIANT_FILES = ["ray", "multigpu"]
+
+
 def variant_name(flags):
     """A fast script's variant as --variants names it: compile, the compile mode, cudagraphs, or else fast."""
     mode = (flags["compile_mode"] or "default").replace("-", "_")
@@ -139,6 +143,10 @@ def read_summary(folder, path, row):
         variant = "baseline"
     else:
         variant = variant_name(flags)
+    for idea in VARIANT_FILES:  # a variant file of its own: a variant of its algorithm, compared with the same baseline
+        if algorithm.endswith(f"_{idea}"):
+            algorithm = algorithm.removesuffix(f"_{idea}")
+            variant = idea if variant == "fast" else f"{idea}_{variant}"
     record = {key: summary[key] for key in COLUMNS if key in summary}
     record.update(flags)
     record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")

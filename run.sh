@@ -22,30 +22,38 @@ sac_continuous_action  --total-timesteps 1200 --learning-starts 1000 --measure-b
 td3_continuous_action  --total-timesteps 1200 --learning-starts 1000 --measure-burnin 5
 dqn                    --total-timesteps 12000 --measure-burnin 5
 '
-# The variants, in the tables' order: baseline runs scripts/<algo>.py, the others scripts/<algo>_torchcompile.py with
-# the flags after the name. The "default" ones make the matrix; the others run only where --variants names them.
+# The variants, in the tables' order: each runs scripts/<algo><file> with the flags after the file. The "default" ones
+# make the matrix; "quick" ones join them under --quick; the others run only where --variants names them (also the
+# quick ones). ray and multigpu are variant files of their own,
+# which one algorithm has each (the plan leaves out the algorithms without one): Ray env runners (2 envs, a runner
+# each; give every variant -- --num-envs N to compare them at N envs) and data-parallel PPO, under torchrun with a
+# process per GPU of the run (one process without a GPU; plain python where torchrun is not installed).
 VARIANT_TABLE='
-baseline                            default
-fast                                default
-compile                             default  --compile
-cudagraphs                          other    --cudagraphs
-compile_cudagraphs                  default  --compile --cudagraphs
-compile_max_autotune_no_cudagraphs  other    --compile --compile-mode max-autotune-no-cudagraphs
-compile_reduce_overhead             other    --compile --compile-mode reduce-overhead
-compile_max_autotune                other    --compile --compile-mode max-autotune
+baseline                            default  .py
+fast                                default  _torchcompile.py
+compile                             default  _torchcompile.py           --compile
+cudagraphs                          other    _torchcompile.py           --cudagraphs
+compile_cudagraphs                  default  _torchcompile.py           --compile --cudagraphs
+compile_max_autotune_no_cudagraphs  other    _torchcompile.py           --compile --compile-mode max-autotune-no-cudagraphs
+compile_reduce_overhead             other    _torchcompile.py           --compile --compile-mode reduce-overhead
+compile_max_autotune                other    _torchcompile.py           --compile --compile-mode max-autotune
+ray                                 quick    _ray_torchcompile.py       --num-envs 2 --env-runners 2
+multigpu                            quick    _multigpu_torchcompile.py
 '
 DEFAULT_SEEDS="1,2,3"
 QUICK_SEEDS="1"
 
-# The lists, space-separated, from the tables: ALGOS; VARIANTS (all), DEFAULT_VARIANTS and OTHER_VARIANTS.
-ALGOS="" VARIANTS="" DEFAULT_VARIANTS="" OTHER_VARIANTS=""
+# The lists, space-separated, from the tables: ALGOS; VARIANTS (all), DEFAULT_VARIANTS, QUICK_VARIANTS (the default ones
+# and the quick ones) and OTHER_VARIANTS (all but the default ones).
+ALGOS="" VARIANTS="" DEFAULT_VARIANTS="" QUICK_VARIANTS="" OTHER_VARIANTS=""
 while read -r name _; do
     [ -z "$name" ] || ALGOS+="${ALGOS:+ }$name"
 done <<<"$ALGORITHM_TABLE"
-while read -r name kind _; do
+while read -r name kind _ _; do
     [ -n "$name" ] || continue
     VARIANTS+="${VARIANTS:+ }$name"
     if [ "$kind" = default ]; then DEFAULT_VARIANTS+="${DEFAULT_VARIANTS:+ }$name"; else OTHER_VARIANTS+="${OTHER_VARIANTS:+ }$name"; fi
+    if [ "$kind" != other ]; then QUICK_VARIANTS+="${QUICK_VARIANTS:+ }$name"; fi
 done <<<"$VARIANT_TABLE"
 
 quick_flags() { # algorithm: its --quick budget
@@ -55,17 +63,23 @@ quick_flags() { # algorithm: its --quick budget
     done <<<"$ALGORITHM_TABLE"
 }
 variant_flags() { # variant: its flags
-    local name kind flags
-    while read -r name kind flags; do
+    local name kind file flags
+    while read -r name kind file flags; do
         if [ "$name" = "$1" ]; then echo "$flags"; fi
     done <<<"$VARIANT_TABLE"
 }
 variant_file() { # algorithm variant: its script
-    if [ "$2" = baseline ]; then echo "$1.py"; else echo "$1_torchcompile.py"; fi
+    local name kind file flags
+    while read -r name kind file flags; do
+        if [ "$name" = "$2" ]; then echo "$1$file"; fi
+    done <<<"$VARIANT_TABLE"
 }
-variant_help() { # default|other: --help's lines for those variants
-    local name kind flags
-    while read -r name kind flags; do
+own_file() { # variant: true for a variant file of its own (not every algorithm has one)
+    case "$(variant_file '' "$1")" in .py | _torchcompile.py) return 1 ;; *) return 0 ;; esac
+}
+variant_help() { # default|quick|other: --help's lines for those variants
+    local name kind file flags
+    while read -r name kind file flags; do
         if [ -n "$name" ] && [ "$kind" = "$1" ]; then
             printf '  %-36s scripts/%s\n' "$name" "$(variant_file '<algo>' "$name")${flags:+ $flags}"
         fi
@@ -95,6 +109,9 @@ $(variant_help default)
 and, only where --variants names them, CUDA graphs without compile and torch.compile's other modes (--compile-mode;
 reduce-overhead and max-autotune capture CUDA graphs themselves; on a CPU, graphs are skipped with a warning):
 $(variant_help other)
+and the variant files of their own, which --quick runs too (ray: Ray env runners, ppo_continuous_action only;
+multigpu: data-parallel PPO under torchrun, a process per GPU, ppo_atari only):
+$(variant_help quick)
 With --all (or any other option that leaves them so): all algorithms, the variants of the first list, seeds
 ${DEFAULT_SEEDS}, the scripts' default budgets (the full reproduction; hours on a GPU, much longer on a CPU). With no
 option at all it runs nothing and says so.
@@ -104,7 +121,8 @@ Options:
   --quick                 tiny budgets (the table at the top of run.sh) and one seed (${QUICK_SEEDS}): a smoke test
                           of every run, minutes on a 2-core CPU; its numbers are not representative
   --scripts A,B           algorithms to run (default: all): ${ALGOS// /, }
-  --variants V,W          variants to run (default: ${DEFAULT_VARIANTS// /, }); also ${OTHER_VARIANTS// /, }
+  --variants V,W          variants to run (default: ${DEFAULT_VARIANTS// /, }; with --quick also
+                          $(q="${QUICK_VARIANTS#"$DEFAULT_VARIANTS "}" && echo "${q// /, }")); also ${OTHER_VARIANTS// /, }
   --seeds 1,2,3           seeds (default: ${DEFAULT_SEEDS}, or ${QUICK_SEEDS} with --quick)
   --total-timesteps N     give every run this budget (overrides the defaults and --quick's)
   --out DIR               where everything goes (default: bench/<date-time>; bench/ is git-ignored);
@@ -297,7 +315,9 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task, PLAN:INDEX: run one run of the plan 
         die "--run-task: needs PLAN:INDEX and --out DIR holding slurm/plan.PLAN.tsv"
 fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
-[ -n "$SEL_VARIANTS" ] || SEL_VARIANTS="${DEFAULT_VARIANTS// /,}"
+if [ -z "$SEL_VARIANTS" ]; then
+    if [ "$QUICK" = 1 ]; then SEL_VARIANTS="${QUICK_VARIANTS// /,}"; else SEL_VARIANTS="${DEFAULT_VARIANTS// /,}"; fi
+fi
 if [ -z "$SEEDS" ]; then
     if [ "$QUICK" = 1 ]; then SEEDS="$QUICK_SEEDS"; else SEEDS="$DEFAULT_SEEDS"; fi
 fi
@@ -334,6 +354,8 @@ for g in ${GPUS//,/ }; do
     RUN_GPUS+=("$g")
 done
 [ -n "$GPUS" ] || RUN_GPUS=(${VISIBLE[@]+"${VISIBLE[@]}"})
+NPROC=1 # the multigpu variant's ranks: one per GPU where a run has them all (one at a time, no --gpus), else one
+if [ "$JOBS" = 1 ] && [ -z "$GPUS" ] && [ ${#RUN_GPUS[@]} -gt 1 ]; then NPROC=${#RUN_GPUS[@]}; fi
 # CPU cores: with --jobs N > 1 each run slot gets its own set (taskset and OMP_NUM_THREADS), so runs do not fight
 read -r -a CPUS <<<"$("$PYTHON" -c 'import os; print(*sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count()))')"
 CPU_SETS=()
@@ -392,6 +414,9 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
 else
     for a in "${RUN_ALGOS[@]}"; do
         for v in "${RUN_VARIANTS[@]}"; do
+            if own_file "$v" && [ ! -f "$SCRIPTS_DIR/$(variant_file "$a" "$v")" ]; then
+                continue # a variant file of its own that this algorithm does not have
+            fi
             for s in "${RUN_SEEDS[@]}"; do
                 name="${a}__${v}__seed${s}" k=1
                 log="logs/$name.log" rundir="runs/$a/$v/seed$s"
@@ -405,6 +430,9 @@ else
                 read -r -a vflags <<<"$(variant_flags "$v")"
                 cmd=("$PYTHON" "$SCRIPTS_DIR/$(variant_file "$a" "$v")" --output-dir "$OUT/$rundir" --seed "$s" ${vflags[@]+"${vflags[@]}"}
                     ${budget[@]+"${budget[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
+                if [ "$v" = multigpu ] && command -v torchrun >/dev/null; then # a rank per GPU of the run (else one)
+                    cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "${cmd[@]:1}")
+                fi
                 shown="${cmd[*]:1}" # as a reader would type it: python scripts/..., paths relative to the out dir
                 shown="python ${shown//$'\t'/ }"
                 shown="${shown//"$OUT"\//}"

@@ -25,8 +25,9 @@ process, AsyncVectorEnv's workers and Ray's runner processes, which import this 
 - SlowStep-HalfCheetah-v4 (issue 23's table, not run by default): HalfCheetah-v4 whose steps busy-wait 2 ms of wall
   time, and 100 ms on 3% of the steps (wall time, unlike TalkBusy: on shared cores its work shrinks).
 
-Each env, at 1, 2, 4, 8 and 16 envs, is run with scripts/ppo_continuous_action_torchcompile.py (eager) three ways,
-one run after another: sync, --async-envs, and --env-runners R --env-runner-cpus C, where R = min(envs, 8) (the
+Each env, at 1, 2, 4, 8 and 16 envs, is run with PPO continuous (eager) three ways, one run after another: sync and
+--async-envs with scripts/ppo_continuous_action_torchcompile.py, and runners with its Ray variant,
+scripts/ppo_continuous_action_ray_torchcompile.py --env-runners R --env-runner-cpus C, where R = min(envs, 8) (the
 largest divisor of envs up to 8) and C = cores / R but at most 1 (the CPUs Ray reserves per runner, so that R
 runners fit on the machine; the learner has no core reserved: it works while the runners' envs step, or wait).
 The rollout has the same size at every env count (1024 steps per iteration:
@@ -35,8 +36,8 @@ of these envs.
 
     python doc/lockstep.py --out bench/lockstep          # the whole table (60 runs): bench/lockstep/lockstep.md, .csv
     python doc/lockstep.py --out /tmp/lockstep --envs 2 --env-ids TalkWait-v0 --rollout 64 --iterations 2  # a smoke run
-    PYTHONPATH=doc python scripts/ppo_continuous_action_torchcompile.py --env-id lockstep:TalkWait-v0 --num-envs 8 \\
-        --env-runners 8 --env-runner-cpus 0.25         # one run
+    PYTHONPATH=doc python scripts/ppo_continuous_action_ray_torchcompile.py --env-id lockstep:TalkWait-v0 \\
+        --num-envs 8 --env-runners 8 --env-runner-cpus 0.25         # one run
 """
 
 import argparse
@@ -52,7 +53,8 @@ import gymnasium as gym
 import numpy as np
 
 DOC = pathlib.Path(__file__).resolve().parent
-SCRIPT = DOC.parent / "scripts" / "ppo_continuous_action_torchcompile.py"
+SCRIPT = DOC.parent / "scripts" / "ppo_continuous_action_torchcompile.py"  # sync and async
+RUNNERS_SCRIPT = DOC.parent / "scripts" / "ppo_continuous_action_ray_torchcompile.py"  # its Ray variant: runners
 ENVS = ["TalkBusy-v0", "TalkWait-v0", "TalkWaitRare-v0", "HalfCheetah-v4"]
 MODES = ["sync", "async", "runners"]
 
@@ -147,7 +149,7 @@ def run(env_id, num_envs, mode, args):
         cpus = args.env_runner_cpus or int(min(1.0, os.cpu_count() / runners) * 10_000) / 10_000
         flags += ["--env-runners", runners, "--env-runner-cpus", cpus]
     path = os.pathsep.join([str(DOC), *filter(None, [os.environ.get("PYTHONPATH")])])  # `lockstep:` is importable
-    cmd = [sys.executable, str(SCRIPT), *map(str, flags)]
+    cmd = [sys.executable, str(RUNNERS_SCRIPT if mode == "runners" else SCRIPT), *map(str, flags)]
     row = dict(env_id=env_id, num_envs=num_envs, mode=mode, num_steps=args.rollout // num_envs, env_runners=runners)
     row.update(env_runner_cpus=cpus, sps=None, status="failed", summary="")
     try:  # a run that hangs is recorded as failed (SIGKILL after the timeout) and the others go on

@@ -89,7 +89,8 @@ class Args:
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
-    env = gym.make(args.env_id) if args.env_id in gym.registry else None  # gymnasium ids such as CartPole-v1, Acrobot-v1
+    # gymnasium ids such as CartPole-v1, Acrobot-v1
+    env = gym.make(args.env_id) if args.env_id in gym.registry else None
     flat_box = env is not None and isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
     if not flat_box or not isinstance(env.action_space, gym.spaces.Discrete) or env.action_space.start != 0:
         spaces = "an unknown environment" if env is None else (env.observation_space, env.action_space)
@@ -129,7 +130,8 @@ def evaluate(args, act, video_dir):
     env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
     env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
     for episode in range(args.eval_episodes):
-        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
         while not done:
             obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
             done = terminated or truncated
@@ -165,7 +167,8 @@ class ReplayBuffer:
     def add(self, obs, next_obs, actions, rewards, terminations):
         rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
         self.observations[rows], self.next_observations[rows], self.actions[rows, 0] = obs, next_obs, actions
-        self.rewards[rows], self.dones[rows] = rewards, terminations  # only a termination stops the bootstrap
+        # only a termination stops the bootstrap
+        self.rewards[rows], self.dones[rows] = rewards, terminations
         self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
 
     def sample(self, batch_size):
@@ -284,12 +287,14 @@ def main(args: Args):
                     loss.backward()
                     optimizer.step()
 
-                if due(global_step, args.num_envs, args.target_network_frequency):  # update target network
+                # update target network
+                if due(global_step, args.num_envs, args.target_network_frequency):
                     for target_network_param, q_network_param in zip(target_network.parameters(), q_network.parameters()):
                         target_network_param.data.copy_(
                             args.tau * q_network_param.data + (1.0 - args.tau) * target_network_param.data
                         )
-            if steps_done % args.log_interval < args.num_envs:  # the values are read (a sync) only on these steps
+            # the values are read (a sync) only on these steps
+            if steps_done % args.log_interval < args.num_envs:
                 metrics = dict(epsilon=epsilon)
                 if log.updates:
                     metrics.update(td_loss=loss, q_values=old_val)
@@ -298,12 +303,15 @@ def main(args: Args):
                     break
     except KeyboardInterrupt:
         status = "interrupted"
-    except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
+    except (EOFError, ConnectionError) as e:
+        # --async-envs: a worker died (killed, out of memory): keep what ran
         print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+    try:
         envs.close(terminate=status != "finished")
-    except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
+    except (EOFError, ConnectionError):
+        # the dead worker's pipe, read while closing: end the others directly
         for process in envs.unwrapped.processes:
             process.terminate()
         envs.unwrapped.closed = True
@@ -319,16 +327,16 @@ def main(args: Args):
 
 
 # Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
     for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
     def __init__(self, args, columns):
-        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
@@ -339,37 +347,37 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                 self.wandb = wandb.init(
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
         self.terminated = True
         raise KeyboardInterrupt
 
-    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+    def count_update(self, global_step):  # before each update (PPO: iteration)
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
         stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
         if self.burnin_end and global_step > self.burnin_end[1]:
             stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
         return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
         row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
         if tensors:  # a tensor logs its mean, all in one transfer
@@ -384,7 +392,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
         logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
         logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
             self.writer.add_scalar(key, value, global_step)
         if self.wandb:
             self.wandb.log(logged, step=global_step)
@@ -393,17 +401,17 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
-        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
         self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
             if args.eval_episodes and status == "finished":
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        status = "terminated" if status == "interrupted" and self.terminated else status
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
@@ -417,7 +425,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         if evals:
             summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
             print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
             measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))

@@ -2,14 +2,12 @@
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import csv
-import importlib.util
 import json
 import math
 import os
 import pathlib
 import random
 import signal
-import socket
 import sys
 import time
 import warnings
@@ -20,7 +18,6 @@ from typing import Literal
 import envpool
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tqdm
@@ -68,8 +65,6 @@ class Args:
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
     """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
-    dist_backend: Literal["nccl", "gloo"] | None = None
-    """torchrun's all_reduce backend for the gradients (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -84,12 +79,6 @@ class Args:
     """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
     async_envs: bool = False
     """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
-    env_runners: int = 0
-    """Ray actors that step num_envs / env_runners envs each through whole rollouts, not in lock-step (0: none)"""
-    env_runner_cpus: float = 1.0
-    """the CPUs Ray reserves for each env runner (below 1: several runners share a core, for envs that wait)"""
-    ray_address: str | None = None
-    """the Ray cluster the env runners join (`auto` or host:port); by default a local Ray on 127.0.0.1, started and stopped"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -124,16 +113,15 @@ def check_args(args: Args):
     if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
         sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads env_runners"
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
     check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     counts = "num_envs num_steps num_minibatches update_epochs log_interval"
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
-    world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
     batch = args.num_envs * args.num_steps
-    rollouts = batch * world_size  # one rollout of every rank
-    check(args, "total_timesteps", lambda v: v >= rollouts, f"at least --num-envs x --num-steps x ranks ({rollouts})")
+    # one rollout
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
     if batch % args.num_minibatches:
         sys.exit(
             f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {batch}, got {args.num_minibatches}"
@@ -142,62 +130,27 @@ def check_args(args: Args):
         sys.exit(
             "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
         )
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:  # a capture in a capture
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.env_runners:  # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
-        check_runners(args, world_size)
-    elif args.ray_address is not None:
-        sys.exit("error: --ray-address: needs --env-runners (the envs run in this process without runners)")
-    if world_size > 1:  # DDP: what torchrun's data parallelism needs
-        if args.eval_model:
-            sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
-        cuda = args.cuda and torch.cuda.is_available()
-        if args.dist_backend is None:  # the default: nccl with CUDA, else gloo
-            args.dist_backend = "nccl" if cuda else "gloo"
-        if not dist.is_backend_available(args.dist_backend) or args.dist_backend == "nccl" and not cuda:
-            reason = "without --cuda" if torch.cuda.is_available() else "no CUDA"
-            sys.exit(f"error: --dist-backend: {args.dist_backend} is not available here ({reason})")
-        gpus = torch.cuda.device_count() if cuda else 0
-        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # the ranks on this machine
-        if args.dist_backend == "nccl" and local_ranks > gpus:
-            sys.exit(
-                f"error: --dist-backend nccl: needs a GPU per rank, {local_ranks} ranks here for {gpus} GPUs (gloo shares)"
-            )
-        if args.dist_backend == "gloo" and args.cudagraphs and cuda:
-            sys.exit("error: --cudagraphs: not with --dist-backend gloo, whose all_reduce goes through the host (no capture)")
     if args.eval_model:  # evaluation only: no training (0 iterations)
         load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    check_fast_flags(args)  # (its warnings after every error above)
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
     if not args.cuda and args.cudagraphs:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:  # (never with --cudagraphs: refused above)
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
-
-
-def check_runners(args: Args, world_size: int):
-    """Runners: --env-runners and --ray-address, checked in one line each and with a bounded wait (--async-envs is
-    refused above)."""
-    if args.num_envs % args.env_runners:
-        sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
-    if world_size > 1:
-        sys.exit("error: --env-runners: not under torchrun (one learner gathers the runners' rollouts)")
-    if importlib.util.find_spec("ray") is None:
-        sys.exit(
-            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
-        )
-    if args.ray_address not in (None, "auto"):  # a host:port that does not answer: said now, not after Ray's retries
-        host, _, port = args.ray_address.rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout=10).close()
-        except (OSError, ValueError) as e:
-            sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
 
 
 class EpisodeTracker:
@@ -280,12 +233,15 @@ class Agent(nn.Module):
         self.critic = layer_init(nn.Linear(512, 1), std=1)
 
     def get_value(self, x):
-        return self.critic(self.network(x.float() / 255.0))  # Speed: x arrives as uint8, converted on the device
+        # Speed: x arrives as uint8, converted on the device
+        return self.critic(self.network(x.float() / 255.0))
 
     def get_action_and_value(self, x, action=None):
-        hidden = self.network(x.float() / 255.0)  # Speed: x arrives as uint8, converted on the device
+        # Speed: x arrives as uint8, converted on the device
+        hidden = self.network(x.float() / 255.0)
         logits = self.actor(hidden)
-        probs = Categorical(logits=logits, validate_args=False)  # Speed: argument checks would sync with the GPU
+        # Speed: argument checks would sync with the GPU
+        probs = Categorical(logits=logits, validate_args=False)
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
@@ -308,7 +264,8 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     steps = torch.arange(num_steps, device=rewards.device, dtype=rewards.dtype)
     gap = steps[None, :] - steps[:, None]  # k - t
     discount = torch.where(gap >= 0, torch.pow(gamma * gae_lambda, gap.clamp(min=0)), torch.zeros_like(gap))
-    episode = torch.cumsum(dones, 0) - dones  # dones before step k; equal for t and k iff no done in t..k-1
+    # dones before step k; equal for t and k iff no done in t..k-1
+    episode = torch.cumsum(dones, 0) - dones
     same = (episode[None, :, :] == episode[:, None, :]).to(rewards.dtype)
     advantages = (discount[:, :, None] * same * deltas[None, :, :]).sum(1) * valid
     returns = advantages + values
@@ -348,7 +305,6 @@ def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
     ppo = SimpleNamespace(agent=agent)
-    world_size = dist.get_world_size() if dist.is_initialized() else 1  # DDP: the ranks that average their gradients
     # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture)
     lr = torch.tensor(args.learning_rate, device=device)
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
@@ -368,10 +324,17 @@ def make_ppo(args: Args, agent, device):
             next_value = agent.get_value(next_obs).flatten()
         return compute_gae(rewards, values, next_value, terms, dones, valid, args.gamma, args.gae_lambda)
 
-    def update(obs, actions, logprobs, advantages, returns, values, valid):
+    def update(obs, actions, logprobs, advantages, returns, values, valid, idx):
         """One minibatch step. The reset rows weigh 0 in every mean (w * x).sum() / w.sum(); shapes stay fixed."""
+        # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
+        obs = obs[idx]
+        actions = actions[idx]
+        logprobs = logprobs[idx]
+        advantages = advantages[idx]
+        returns = returns[idx]
+        values = values[idx]
+        w = valid[idx]  # reset rows stay, with weight 0
         optimizer.zero_grad()
-        w = valid
         n = w.sum().clamp(min=1.0)
         _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
         logratio = newlogprob - logprobs
@@ -407,13 +370,6 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
-        if world_size > 1:
-            # DDP: the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
-            grads = [p.grad for p in agent.parameters()]
-            flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
-            dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
-            torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads] + [1]), grads)])
-            approx_kl = flat[-1]
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per logged iteration
@@ -432,7 +388,8 @@ def make_ppo(args: Args, agent, device):
         ppo.gae = compiled(gae, args, fullgraph=True)
         ppo.update = compiled(update, args)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
-        warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
+        # a compiled function wants one more eager call before capture
+        warmup = 3 if args.compile else 2
         ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
         ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
         ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
@@ -451,321 +408,145 @@ def explained_variance(values, returns, w):
     return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
-def collect(envs, policy, tracker, storage, stage, next_obs, next_done, episodes):
-    """One rollout: the envs stepped under `policy` (ppo.policy's outputs) for num_steps steps from `next_obs` (a tensor
-    on the storage's device) and `next_done`, into `storage` (obs, actions, logprobs, values: tensors) and the host rows
-    of `stage`; each finished game's (score, length) appended to `episodes`. Returns the observation and done after the
-    last step. Runners: a function of its own (not inline in main, as in the baseline) because each env runner runs
-    this same loop on its share of the envs."""
-    device = storage["obs"].device
-    for step in range(len(storage["obs"])):
-        storage["obs"][step] = next_obs
-        step_valid = ~next_done  # the step after a done is envpool's reset step, no transition
-        stage["valid"][step] = step_valid
-
-        # ALGO LOGIC: action logic
-        action, logprob, value, _ = policy(next_obs)
-        storage["values"][step] = value
-        storage["actions"][step] = action
-        storage["logprobs"][step] = logprob
-
-        # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
-        next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
-        next_done = np.logical_or(terminations, truncations)
-        stage["rewards"][step] = reward
-        stage["terms"][step] = terminations
-        stage["dones"][step] = next_done
-        next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
-        episodes.extend(tracker.step(info, truncations, step_valid))
-    return next_obs, next_done
-
-
-class EnvRunner:
-    """Runners: one of --env-runners Ray actors, as RLlib's env runners. It owns num_envs / env_runners of the envs
-    (an envpool of its own, made and seeded as main makes them) and a CPU copy of the agent, and steps its envs through
-    a whole rollout with the weights the learner sent: it meets the learner only at the rollout's end, never in
-    lock-step."""
-
-    def __init__(self, args: Args, index: int):
-        import ray
-
-        n = args.num_envs // args.env_runners
-        self.first = index * n  # its envs: first .. first + n - 1 of the learner's
-        self.envs = envpool.make(
-            args.env_id,
-            env_type="gymnasium",
-            num_envs=n,
-            episodic_life=True,
-            reward_clip=True,
-            seed=args.seed + self.first,  # envpool seeds env i with seed + i: the seeds of the learner's envs
-            num_threads=args.envpool_threads,
-        )
-        # channels-last, as main makes its agent on the CPU
-        self.agent = Agent(self.envs.single_action_space.n).to(memory_format=torch.channels_last)
-        torch.manual_seed(args.seed + 1 + index)  # each runner's own action draws
-        shape = (args.num_steps, n)
-        self.storage = dict(
-            obs=torch.zeros(shape + self.envs.single_observation_space.shape, dtype=torch.uint8),
-            actions=torch.zeros(shape, dtype=torch.long),
-            logprobs=torch.zeros(shape),
-            values=torch.zeros(shape),
-        )
-        self.stage = {k: np.zeros(shape, np.float32) for k in ["rewards", "terms", "dones", "valid"]}  # main's host rows
-        self.tracker = EpisodeTracker(n)
-        self.next_obs = torch.as_tensor(self.envs.reset()[0])
-        self.next_done = np.zeros(n, dtype=bool)
-        context = ray.get_runtime_context()  # where it runs, and whether Ray restarted it (its process or node died)
-        self.node = context.get_node_id()
-        with warnings.catch_warnings():  # ray 2.60 warns of its own deprecated actor_id, used inside
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = context.was_current_actor_reconstructed
-
-    def policy(self, obs):  # ppo.policy's outputs, from the CPU copy of the agent (no arg-max: not needed here)
-        action, logprob, _, value = self.agent.get_action_and_value(obs)
-        return action, logprob, value.flatten(), None
-
-    def sample(self, weights):
-        """One rollout with the learner's weights: the rows by name (numpy), the observation and done after it, and
-        the games that ended in it. A runner Ray restarted starts from fresh envs (reset, seeded as before)."""
-        restarted = self.restarted
-        self.restarted = False
-        self.agent.load_state_dict(weights)
-        episodes = []
-        with torch.no_grad():
-            self.next_obs, self.next_done = collect(
-                self.envs, self.policy, self.tracker, self.storage, self.stage, self.next_obs, self.next_done, episodes
-            )
-        out = dict({k: v.numpy() for k, v in self.storage.items()}, **self.stage)
-        out.update(next_obs=self.next_obs.numpy(), next_done=self.next_done, episodes=episodes)
-        return dict(out, node=self.node, restarted=restarted)
-
-
-class Runners:
-    """Runners: the learner's side of --env-runners. Joins Ray (--ray-address, else a local Ray on 127.0.0.1), spreads
-    the runners over its nodes, broadcasts the weights and gathers the rollouts in env order. Ray restarts a runner
-    whose process or node died and asks it for its rollout again (max_restarts, max_task_retries)."""
-
-    def __init__(self, args: Args):
-        if args.ray_address is None:  # read when ray is imported: else Ray advertises the machine's network address
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        import ray  # Runners: imported only here, so that a copied file runs without ray
-
-        self.ray = ray
-        self.args = args
-        self.restarts = []  # (runner, node it came back on, node it was on) of each restart
-        try:
-            if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
-                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
-            else:
-                ray.init(address=args.ray_address, logging_level="ERROR")
-        except ConnectionError as e:
-            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
-        # Said at the start, for Ray would wait for the CPUs forever: the cluster's free CPUs, and the runners each
-        # node can hold (a runner lives on one node)
-        free = ray.available_resources().get("CPU", 0.0)
-        need = args.env_runners * args.env_runner_cpus
-        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
-        if need > free or fit < args.env_runners:
-            ray.shutdown()
-            sys.exit(
-                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
-                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
-            )
-
-    def start(self):  # (envpool renders no video)
-        # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
-        # ends the run) and its rollout is asked for again
-        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
-        runner = self.ray.remote(EnvRunner).options(**options)
-        self.actors = [runner.remote(self.args, i) for i in range(self.args.env_runners)]
-        self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
-        self.all_nodes = []  # every node a runner ran on
-
-    def sample(self, agent, storage, stage):
-        """Every runner's rollout with the agent's weights, in env order into `storage` (the device tensors, one copy
-        each) and the host rows of `stage`. Returns the observation (numpy) and done after the last step, and the
-        finished games in env order."""
-        weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
-        calls = [actor.sample.remote(weights) for actor in self.actors]
-        waited = 0
-        pending = calls
-        while pending:  # never a silent wait: a line each minute while rollouts are missing
-            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
-            waited += 60
-            if pending:
-                missing = [calls.index(call) for call in pending]
-                print(
-                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
-                    " them: it waits for free CPUs)",
-                    file=sys.stderr,
-                )
-        try:
-            results = self.ray.get(calls)
-        except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
-            print(e, file=sys.stderr)
-            raise ConnectionError("an env runner failed") from e
-        n = self.args.num_envs // len(self.actors)
-        for i, result in enumerate(results):
-            if result["restarted"]:
-                print(
-                    f"warning: --env-runners: runner {i} was restarted by Ray (its process or node was lost)", file=sys.stderr
-                )
-                self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
-            self.nodes[i] = result["node"]
-            if result["node"] not in self.all_nodes:
-                self.all_nodes.append(result["node"])
-            for k in stage:
-                stage[k][:, i * n : (i + 1) * n] = result[k]
-        for k in storage:
-            storage[k].copy_(torch.from_numpy(np.concatenate([result[k] for result in results], 1)), non_blocking=True)
-        next_obs = np.concatenate([result["next_obs"] for result in results])
-        next_done = np.concatenate([result["next_done"] for result in results])
-        episodes = [episode for result in results for episode in result["episodes"]]
-        return next_obs, next_done, episodes
-
-    def summary(self):  # for summary.json
-        return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
-
-    def close(self):
-        self.ray.shutdown()
-
-
 def main(args: Args):
     check_args(args)
-    rank = int(os.environ.get("RANK", 0))  # DDP: torchrun sets them: this process's rank among world_size
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // (batch_size * world_size)  # DDP: every rank's steps count
-    columns = [
-        "learning_rate",
-        "value_loss",
-        "policy_loss",
-        "entropy",
-        "old_approx_kl",
-        "approx_kl",
-        "clipfrac",
-        "explained_variance",
-    ]
-
-    def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
-        return None
-
-    runners = None
-    if args.env_runners and not args.eval_model:  # Runners: Ray joined before the run folder (too few CPUs: none made)
-        runners = Runners(args)
-    if rank == 0:
-        log = RunLog(args, columns)
-    else:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
-        log = SimpleNamespace(episodes=[], count_update=log_nothing, row=log_nothing)
+    num_iterations = args.total_timesteps // batch_size
+    log = RunLog(
+        args,
+        [
+            "learning_rate",
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ],
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cpu")
-    if args.cuda:  # DDP: under torchrun, this rank's GPU (gloo's ranks may share them, nccl's may not: check_args) made
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
-        torch.cuda.set_device(device)  # the current device, which CUDA graphs capture on
+    device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    if runners is None:
-        envs = envpool.make(
-            args.env_id,
-            env_type="gymnasium",
-            num_envs=args.num_envs,
-            episodic_life=True,
-            reward_clip=True,
-            seed=args.seed + rank * args.num_envs,  # DDP: each rank its own envs' seeds
-            num_threads=args.envpool_threads,
-        )
-        obs_shape, n_actions = envs.single_observation_space.shape, envs.single_action_space.n
-    else:  # Runners: the envs are theirs; envpool's spec gives the spaces
-        envs = None
-        runners.start()
-        spec = envpool.make_spec(args.env_id)
-        obs_shape, n_actions = spec.gymnasium_observation_space.shape, spec.gymnasium_action_space.n
-    if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
-        dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed,
+        num_threads=args.envpool_threads,
+    )
+    obs_shape = envs.single_observation_space.shape
     tracker = EpisodeTracker(args.num_envs)
 
-    agent = Agent(n_actions).to(device)
+    agent = Agent(envs.single_action_space.n).to(device)
     if device.type == "cpu":
         # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
         # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
         agent = agent.to(memory_format=torch.channels_last)
     ppo = make_ppo(args, agent, device)
-    if world_size > 1:  # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
-        torch.manual_seed(args.seed + rank)
-    if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
         load_model(args, "ppo_atari", agent)
 
-    # ALGO LOGIC: Storage setup. Speed: preallocated on the device; observations stay uint8 (4x less to move).
-    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
-    # Speed: what the envs return (rewards, terms, dones) and the valid mask gather on the host, as the rows of one
-    # array, and go to the device in one copy per iteration
-    host_rows = ["rewards", "terms", "dones", "valid"]
-    host = np.zeros((len(host_rows), args.num_steps, args.num_envs), dtype=np.float32)
-    stage = dict(zip(host_rows, host))  # the rows by name: views, a write to stage["rewards"] writes host
-    storage = dict(obs=obs, actions=actions, logprobs=logprobs, values=values)
+    # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
+    # return goes to host buffers with numpy writes (`stage`: numpy views of `host`), then to the device `storage` in
+    # one copy per row per rollout, not in small copies per step. (Pageable, not pinned: each copy is staged before it
+    # returns, so the next rollout may write the rows.) Observations, actions, log-probs and values, which the policy
+    # makes on the device, are written there at each step.
+    host = dict(
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terms=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valid=torch.zeros((args.num_steps, args.num_envs)),
+    )
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
+        actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
+        logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
+        values=torch.zeros((args.num_steps, args.num_envs), device=device),
+    )
+    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
 
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
+    next_obs, _ = envs.reset()
+    next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
-    if runners is None:  # (each runner resets its own envs)
-        next_obs, _ = envs.reset()
-        next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
     try:
         for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
-                ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)  # in place, no sync, no recompile
+                # in place, no sync, no recompile
+                ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)
 
-            if runners is None:
-                next_obs, next_done = collect(envs, ppo.policy, tracker, storage, stage, next_obs, next_done, log.episodes)
-            else:  # Runners: each runner's rollout with these weights, gathered in env order
-                next_obs, next_done, episodes = runners.sample(agent, storage, stage)
-                next_obs = torch.as_tensor(next_obs).to(device, non_blocking=True)
-                log.episodes += episodes
-            global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                storage["obs"][step] = next_obs
+                # the step after a done is envpool's reset step, no transition
+                step_valid = ~next_done
+                stage["valid"][step] = step_valid
 
-            on_device = torch.from_numpy(host).to(device, non_blocking=True)  # the host rows in one copy
-            rollout = dict(zip(host_rows, on_device.unbind(0)))  # the rows by name, on the device
+                # ALGO LOGIC: action logic
+                action, logprob, value, _ = ppo.policy(next_obs)
+                storage["values"][step] = value
+                storage["actions"][step] = action
+                storage["logprobs"][step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
+                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                stage["rewards"][step] = reward
+                stage["terms"][step] = terminations
+                stage["dones"][step] = next_done
+                next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
+                log.episodes += tracker.step(info, truncations, step_valid)
+
+            for k in host:
+                storage[k].copy_(host[k], non_blocking=True)
             # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
-            advantages, returns = ppo.gae(next_obs, values=values, **rollout)
+            advantages, returns = ppo.gae(
+                next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
+            )
 
             # flatten the batch
             batch = dict(
-                obs=obs.reshape((-1,) + obs_shape),
-                actions=actions.reshape(-1),
-                logprobs=logprobs.reshape(-1),
+                obs=storage["obs"].reshape((-1,) + obs_shape),
+                actions=storage["actions"].reshape(-1),
+                logprobs=storage["logprobs"].reshape(-1),
                 advantages=advantages.reshape(-1),
                 returns=returns.reshape(-1),
-                values=values.reshape(-1),
-                valid=rollout["valid"].reshape(-1),
+                values=storage["values"].reshape(-1),
+                valid=storage["valid"].reshape(-1),
             )
 
-            # Optimizing the policy and value network
+            # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
             clipfrac_sum = torch.zeros((), device=device)
             for epoch in range(args.update_epochs):
                 b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
                 for start in range(0, batch_size, minibatch_size):
                     mb_inds = b_inds[start : start + minibatch_size]
-                    minibatch = {k: v[mb_inds] for k, v in batch.items()}
-                    out = ppo.update(**minibatch)
+                    out = ppo.update(**batch, idx=mb_inds)
                     clipfrac_sum += out["clipfrac"]
 
-                if args.target_kl is not None and out["approx_kl"] > args.target_kl:  # a sync per epoch, only with --target-kl
+                # a sync per epoch, only with --target-kl
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
                     break
 
-            if iteration % args.log_interval == 0 or iteration == num_iterations:  # Speed: all values in one transfer
+            # Speed: all values in one transfer
+            if iteration % args.log_interval == 0 or iteration == num_iterations:
                 metrics = dict(
                     out,
                     clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
@@ -777,41 +558,31 @@ def main(args: Args):
                     break
     except KeyboardInterrupt:
         status = "interrupted"
-    except ConnectionError as e:  # Runners: a runner failed (its error printed above): keep what ran
-        print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
-        status = "failed"
-    fields = {} if runners is None else runners.summary()  # Runners: how many, where they ran, their restarts
-    if envs is not None:
-        envs.close()
+    envs.close()
 
     def act(obs):  # deterministic: the arg-max action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
         return ppo.policy(repeated)[3][:1].cpu().numpy()
 
-    if rank == 0:  # DDP: rank 0 alone writes the run folder
-        status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()}, **fields)
-    if world_size > 1:  # DDP: the process group ends with the run
-        dist.destroy_process_group()
-    if runners is not None:  # Runners: a local Ray stops; a cluster's ends this run's runners
-        runners.close()
+    status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
     # What the run ends with: the exit code reads the status; tests read the rest.
     state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(stage=stage, runners=runners)
+    state.update(stage=stage)
     return state
 
 
 # Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
     for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
     def __init__(self, args, columns):
-        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
@@ -822,37 +593,37 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                 self.wandb = wandb.init(
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
         self.terminated = True
         raise KeyboardInterrupt
 
-    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+    def count_update(self, global_step):  # before each update (PPO: iteration)
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
         stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
         if self.burnin_end and global_step > self.burnin_end[1]:
             stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
         return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
         row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
         if tensors:  # a tensor logs its mean, all in one transfer
@@ -867,7 +638,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
         logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
         logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
             self.writer.add_scalar(key, value, global_step)
         if self.wandb:
             self.wandb.log(logged, step=global_step)
@@ -876,17 +647,17 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
-        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
         self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
             if args.eval_episodes and status == "finished":
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        status = "terminated" if status == "interrupted" and self.terminated else status
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
@@ -900,7 +671,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         if evals:
             summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
             print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
             measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))

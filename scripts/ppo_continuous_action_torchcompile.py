@@ -5,14 +5,12 @@
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
 import csv
-import importlib.util
 import json
 import math
 import os
 import pathlib
 import random
 import signal
-import socket
 import sys
 import time
 import warnings
@@ -24,7 +22,6 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tqdm
@@ -71,8 +68,6 @@ class Args:
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
     """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
-    dist_backend: Literal["nccl", "gloo"] | None = None
-    """torchrun's all_reduce backend for the gradients (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
 
     # Algorithm specific arguments
     env_id: str = "HalfCheetah-v4"
@@ -85,12 +80,6 @@ class Args:
     """the number of parallel game environments"""
     async_envs: bool = False
     """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
-    env_runners: int = 0
-    """Ray actors that step num_envs / env_runners envs each through whole rollouts, not in lock-step (0: none)"""
-    env_runner_cpus: float = 1.0
-    """the CPUs Ray reserves for each env runner (below 1: several runners share a core, for envs that wait)"""
-    ray_address: str | None = None
-    """the Ray cluster the env runners join (`auto` or host:port); by default a local Ray on 127.0.0.1, started and stopped"""
     num_steps: int = 2048
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
@@ -123,11 +112,12 @@ def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     silence_v4_notices()
-    try:  # a registered id, or gymnasium's `module:id` (the module registers it: env runners import it in their processes)
+    try:  # a registered id, or gymnasium's `module:id` (the module registers it)
         continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
     except gym.error.UnregisteredEnv:
         continuous = False
-    except Exception as e:  # registered but not made here (a missing dependency, a module that failed to import)
+    except Exception as e:
+        # registered but not made here (a missing dependency, a module that failed to import)
         sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
     if not continuous:
         sys.exit(
@@ -135,45 +125,18 @@ def check_args(args: Args):
             " such as HalfCheetah-v4"
         )
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef env_runners"
-    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
-    world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
     batch = args.num_envs * args.num_steps
-    rollouts = batch * world_size  # one rollout of every rank
-    check(args, "total_timesteps", lambda v: v >= rollouts, f"at least --num-envs x --num-steps x ranks ({rollouts})")
+    # one rollout
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
     if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
         sys.exit(
             f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
             " into equal minibatches of 2 rows or more"
         )
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:  # a capture in a capture
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.env_runners:  # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
-        check_runners(args, world_size)
-    elif args.ray_address is not None:
-        sys.exit("error: --ray-address: needs --env-runners (the envs run in this process without runners)")
-    if world_size > 1:  # DDP: what torchrun's data parallelism needs
-        if args.eval_model:
-            sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
-        cuda = args.cuda and torch.cuda.is_available()
-        if args.dist_backend is None:  # the default: nccl with CUDA, else gloo
-            args.dist_backend = "nccl" if cuda else "gloo"
-        if not dist.is_backend_available(args.dist_backend) or args.dist_backend == "nccl" and not cuda:
-            reason = "without --cuda" if torch.cuda.is_available() else "no CUDA"
-            sys.exit(f"error: --dist-backend: {args.dist_backend} is not available here ({reason})")
-        gpus = torch.cuda.device_count() if cuda else 0
-        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # the ranks on this machine
-        if args.dist_backend == "nccl" and local_ranks > gpus:
-            sys.exit(
-                f"error: --dist-backend nccl: needs a GPU per rank, {local_ranks} ranks here for {gpus} GPUs (gloo shares)"
-            )
-        if args.dist_backend == "gloo" and args.cudagraphs and cuda:
-            sys.exit("error: --cudagraphs: not with --dist-backend gloo, whose all_reduce goes through the host (no capture)")
     if args.eval_model:  # evaluation only: no training (0 iterations)
         # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
         obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
@@ -185,37 +148,27 @@ def check_args(args: Args):
                 f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
             )
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    check_fast_flags(args)  # (its warnings after every error above)
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        # no display: MuJoCo renders offscreen through EGL
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
     if not args.cuda and args.cudagraphs:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:  # (never with --cudagraphs: refused above)
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # no display: MuJoCo renders offscreen through EGL
-
-
-def check_runners(args: Args, world_size: int):
-    """Runners: --env-runners and --ray-address, checked in one line each and with a bounded wait."""
-    if args.num_envs % args.env_runners:
-        sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
-    if args.async_envs:
-        sys.exit("error: --env-runners: not with --async-envs (each runner steps its own share of the envs already)")
-    if world_size > 1:
-        sys.exit("error: --env-runners: not under torchrun (one learner gathers the runners' rollouts)")
-    if importlib.util.find_spec("ray") is None:
-        sys.exit(
-            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
-        )
-    if args.ray_address not in (None, "auto"):  # a host:port that does not answer: said now, not after Ray's retries
-        host, _, port = args.ray_address.rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout=10).close()
-        except (OSError, ValueError) as e:
-            sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
 
 
 def silence_v4_notices():
@@ -238,7 +191,8 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         else:
             env = gym.make(env_id)
         env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
-        env = gym.wrappers.RecordEpisodeStatistics(env)  # before the normalizations: it records the true returns
+        # before the normalizations: it records the true returns
+        env = gym.wrappers.RecordEpisodeStatistics(env)
         env = gym.wrappers.ClipAction(env)
         env = gym.wrappers.NormalizeObservation(env)
         clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
@@ -259,7 +213,8 @@ def evaluate(args, act, video_dir):
         gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
     )
     for episode in range(args.eval_episodes):
-        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False  # training's envs: seed .. seed + num_envs - 1
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
         while not done:
             obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
             done = terminated or truncated
@@ -342,7 +297,8 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     adv = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas
     coef = (gamma * gae_lambda) * (1.0 - dones) * valids
     shift = 1
-    while shift < adv.shape[0]:  # here A[t] = adv[t] + coef[t] * A[t+shift], with A = 0 past the rollout's end
+    # here A[t] = adv[t] + coef[t] * A[t+shift], with A = 0 past the rollout's end
+    while shift < adv.shape[0]:
         adv = torch.cat([adv[:-shift] + coef[:-shift] * adv[shift:], adv[-shift:]])
         coef = torch.cat([coef[:-shift] * coef[shift:], coef[-shift:]])
         shift *= 2
@@ -394,7 +350,6 @@ def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
     ppo = SimpleNamespace(agent=agent)
-    world_size = dist.get_world_size() if dist.is_initialized() else 1  # DDP: the ranks that average their gradients
     # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures
     lr = torch.tensor(args.learning_rate, device=device)
     ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
@@ -462,13 +417,6 @@ def make_ppo(args: Args, agent, device):
         loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
         loss.backward()
-        if world_size > 1:
-            # DDP: the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce
-            grads = [p.grad for p in agent.parameters()]
-            flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
-            dist.all_reduce(flat)  # a sum of world_size-th parts: gloo has no mean
-            torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads] + [1]), grads)])
-            approx_kl = flat[-1]
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per iteration
@@ -487,291 +435,88 @@ def make_ppo(args: Args, agent, device):
         ppo.gae = compiled(gae, args)
         ppo.update = compiled(update, args)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
-        warmup = 3 if args.compile else 2  # a compiled function wants one more eager call before capture
+        # a compiled function wants one more eager call before capture
+        warmup = 3 if args.compile else 2
         ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
         ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
         ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
     return ppo
 
 
-def rollout_rows(num_steps, num_envs, obs_dim, action_dim):
-    """The rollout's rows by name and shape, as the envs fill them (in this process or in each env runner)."""
-    return dict(
-        obs=(num_steps, num_envs, obs_dim),
-        actions=(num_steps, num_envs, action_dim),
-        rewards=(num_steps, num_envs),
-        terminations=(num_steps, num_envs),
-        dones=(num_steps, num_envs),
-        valids=(num_steps, num_envs),
-    )
-
-
-def collect(envs, act, stage, next_obs, next_done, episodes):
-    """One rollout: the envs stepped under `act` (numpy observations -> numpy actions) for len(stage["obs"]) steps into
-    the numpy rows of `stage`; each finished episode's (return, length) appended to `episodes`. Returns the observation
-    and done after the last step. Runners: a function of its own (not inline in main, as in the baseline) because each
-    env runner runs this same loop on its share of the envs."""
-    for step in range(len(stage["obs"])):
-        stage["obs"][step] = next_obs
-        stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
-
-        # ALGO LOGIC: action logic (the log-probs and values are computed after the rollout, batched)
-        action = act(next_obs)
-        stage["actions"][step] = action
-
-        # TRY NOT TO MODIFY: execute the game and log data.
-        next_obs, reward, termination, truncation, infos = envs.step(action)
-        next_done = np.logical_or(termination, truncation)
-        stage["rewards"][step] = reward
-        stage["terminations"][step] = termination
-        stage["dones"][step] = next_done
-        next_obs = next_obs.reshape(len(next_obs), -1).astype(np.float32)
-        for i in np.flatnonzero(infos.get("_episode", [])):
-            episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
-    return next_obs, next_done
-
-
-class EnvRunner:
-    """Runners: one of --env-runners Ray actors, as RLlib's env runners. It owns num_envs / env_runners of the envs
-    (made and seeded as they are in this process) and a CPU copy of the agent, and steps its envs through a whole
-    rollout with the weights the learner sent: it meets the learner only at the rollout's end, never in lock-step."""
-
-    def __init__(self, args: Args, index: int, video_dir: str):
-        import ray
-
-        silence_v4_notices()
-        n = args.num_envs // args.env_runners
-        self.first = index * n  # its envs: first .. first + n - 1 of the learner's
-        self.envs = gym.vector.SyncVectorEnv(
-            [
-                make_env(args.env_id, self.first + i, args.capture_video and not args.eval_episodes, video_dir, args.gamma)
-                for i in range(n)
-            ],
-            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-        )
-        obs_dim = int(np.prod(self.envs.single_observation_space.shape))
-        self.agent = Agent(obs_dim, int(np.prod(self.envs.single_action_space.shape)))
-        torch.manual_seed(args.seed + 1 + index)  # each runner's own action noise
-        rows = rollout_rows(args.num_steps, n, obs_dim, self.agent.actor_logstd.shape[1])
-        self.stage = {k: np.zeros(shape, np.float32) for k, shape in rows.items()}
-        self.seed = args.seed + self.first  # SyncVectorEnv seeds env i with seed + i: the learner's seeds
-        self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(n, -1).astype(np.float32)
-        self.next_done = np.zeros(n, dtype=bool)
-        context = ray.get_runtime_context()  # where it runs, and whether Ray restarted it (its process or node died)
-        self.node = context.get_node_id()
-        with warnings.catch_warnings():  # ray 2.60 warns of its own deprecated actor_id, used inside
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.restarted = context.was_current_actor_reconstructed
-
-    def act(self, obs):
-        return self.agent.get_action(torch.from_numpy(obs))[0].numpy()
-
-    def sample(self, weights, statistics):
-        """One rollout with the learner's weights. `statistics`: its envs' normalization statistics after the last
-        rollout, put back if Ray restarted this runner (its new envs start from none)."""
-        restarted = self.restarted
-        if restarted and statistics:  # then a reset, so that even the first observation is normalized with them
-            self.envs.set_attr("obs_rms", statistics["obs_rms"])
-            self.envs.set_attr("return_rms", statistics["return_rms"])
-            self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(len(self.next_obs), -1).astype(np.float32)
-        self.restarted = False
-        self.agent.load_state_dict(weights)
-        episodes = []
-        with torch.no_grad():
-            self.next_obs, self.next_done = collect(self.envs, self.act, self.stage, self.next_obs, self.next_done, episodes)
-        statistics = dict(obs_rms=self.envs.get_attr("obs_rms"), return_rms=self.envs.get_attr("return_rms"))
-        out = dict(self.stage, next_obs=self.next_obs, next_done=self.next_done, episodes=episodes, statistics=statistics)
-        return dict(out, node=self.node, restarted=restarted)
-
-
-class Runners:
-    """Runners: the learner's side of --env-runners. Joins Ray (--ray-address, else a local Ray on 127.0.0.1), spreads
-    the runners over its nodes, broadcasts the weights and gathers the rollouts in env order. Ray restarts a runner
-    whose process or node died and asks it for its rollout again (max_restarts, max_task_retries)."""
-
-    def __init__(self, args: Args):
-        if args.ray_address is None:  # read when ray is imported: else Ray advertises the machine's network address
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        import ray  # Runners: imported only here, so that a copied file runs without ray
-
-        self.ray = ray
-        self.args = args
-        self.restarts = []  # (runner, node it came back on, node it was on) of each restart
-        try:
-            if args.ray_address is None:  # the embedded default: no setup, loopback only, no dashboard
-                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
-            else:
-                ray.init(address=args.ray_address, logging_level="ERROR")
-        except ConnectionError as e:
-            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
-        # Said at the start, for Ray would wait for the CPUs forever: the cluster's free CPUs, and the runners each
-        # node can hold (a runner lives on one node)
-        free = ray.available_resources().get("CPU", 0.0)
-        need = args.env_runners * args.env_runner_cpus
-        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
-        if need > free or fit < args.env_runners:
-            ray.shutdown()
-            sys.exit(
-                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
-                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
-            )
-
-    def start(self, video_dir):
-        # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
-        # ends the run) and its rollout is asked for again
-        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
-        runner = self.ray.remote(EnvRunner).options(**options)
-        self.actors = [runner.remote(self.args, i, video_dir) for i in range(self.args.env_runners)]
-        self.nodes = [None] * len(self.actors)  # each runner's node, as its last rollout reported it
-        self.all_nodes = []  # every node a runner ran on
-        self.statistics = [None] * len(self.actors)
-
-    def sample(self, agent, stage):
-        """Every runner's rollout with the agent's weights, into the rows of `stage` in env order. Returns the
-        observation and done after the last step, the finished episodes in env order, and env 0's statistics."""
-        weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})  # one broadcast per iteration
-        calls = [actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)]
-        waited = 0
-        pending = calls
-        while pending:  # never a silent wait: a line each minute while rollouts are missing
-            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
-            waited += 60
-            if pending:
-                missing = [calls.index(call) for call in pending]
-                print(
-                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
-                    " them: it waits for free CPUs)",
-                    file=sys.stderr,
-                )
-        try:
-            results = self.ray.get(calls)
-        except self.ray.exceptions.RayError as e:  # a runner's error: its traceback, then the run stops
-            print(e, file=sys.stderr)
-            raise ConnectionError("an env runner failed") from e
-        n = self.args.num_envs // len(self.actors)
-        for i, result in enumerate(results):
-            if result["restarted"]:
-                print(
-                    f"warning: --env-runners: runner {i} was restarted by Ray (its process or node was lost)", file=sys.stderr
-                )
-                self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
-            self.nodes[i], self.statistics[i] = result["node"], result["statistics"]
-            if result["node"] not in self.all_nodes:
-                self.all_nodes.append(result["node"])
-            for k in stage:
-                stage[k][:, i * n : (i + 1) * n] = result[k]
-        next_obs = np.concatenate([result["next_obs"] for result in results])
-        next_done = np.concatenate([result["next_done"] for result in results])
-        episodes = [episode for result in results for episode in result["episodes"]]
-        return next_obs, next_done, episodes, results[0]["statistics"]["obs_rms"][0]
-
-    def summary(self):  # for summary.json
-        return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
-
-    def close(self):
-        self.ray.shutdown()
-
-
 def main(args: Args):
     check_args(args)
-    rank = int(os.environ.get("RANK", 0))  # DDP: torchrun sets them: this process's rank among world_size
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // (batch_size * world_size)  # DDP: every rank's steps count
-    columns = [
-        "learning_rate",
-        "value_loss",
-        "policy_loss",
-        "entropy",
-        "old_approx_kl",
-        "approx_kl",
-        "clipfrac",
-        "explained_variance",
-    ]
-
-    def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
-        return None
-
-    runners = None
-    if args.env_runners and not args.eval_model:  # Runners: Ray joined before the run folder (too few CPUs: none made)
-        runners = Runners(args)
-    if rank == 0:
-        log = RunLog(args, columns)
-    else:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
-        log = SimpleNamespace(run_dir=os.devnull, episodes=[], count_update=log_nothing, row=log_nothing)
+    num_iterations = args.total_timesteps // batch_size
+    log = RunLog(
+        args,
+        [
+            "learning_rate",
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ],
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cpu")
-    if args.cuda:  # DDP: under torchrun, this rank's GPU (gloo's ranks may share them, nccl's may not: check_args) made
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
-        torch.cuda.set_device(device)  # the current device, which CUDA graphs capture on
+    device = torch.device("cuda" if args.cuda else "cpu")
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
     # The --async-envs workers inherit these: Ctrl-C is this process's, and SIGTERM (from Slurm, or from close()
     # stopping them) ends a worker at once, not through this process's handler
-    if runners is None:
-        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [
-                make_env(
-                    args.env_id,
-                    i,
-                    args.capture_video and not args.eval_episodes and rank == 0,  # DDP: rank 0's video alone
-                    os.path.join(log.run_dir, "videos"),
-                    args.gamma,
-                )
-                for i in range(args.num_envs)
-            ],
-            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-        )
-        signal.signal(signal.SIGINT, sigint)
-        signal.signal(signal.SIGTERM, sigterm)
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
-    else:  # Runners: the envs are theirs; one made here gives the spaces
-        envs = None
-        runners.start(os.path.join(log.run_dir, "videos"))
-        probe = make_env(args.env_id, -1, False, None, args.gamma)()
-        obs_space, action_space = probe.observation_space, probe.action_space
-        probe.close()
-    obs_dim, action_dim = int(np.prod(obs_space.shape)), int(np.prod(action_space.shape))
-    if world_size > 1:  # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
-        dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
+        [
+            make_env(
+                args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma
+            )
+            for i in range(args.num_envs)
+        ],
+        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+    )
+    signal.signal(signal.SIGINT, sigint)
+    signal.signal(signal.SIGTERM, sigterm)
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
     ppo = make_ppo(args, agent, device)
-    if world_size > 1:  # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
-        torch.manual_seed(args.seed + rank)
     # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
     obs_rms = None
-    if args.eval_model:  # in place, so that the compiled / captured functions read the loaded weights
-        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]  # (checked in check_args)
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
+        # (checked in check_args)
+        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
 
-    # ALGO LOGIC: Storage setup. Speed: preallocated once. The env's outputs go to host buffers (pinned with CUDA)
-    # with numpy writes, then to the device storage with one copy per rollout instead of small copies per step.
-    pin = device.type == "cuda"
-    rows = rollout_rows(args.num_steps, args.num_envs, obs_dim, action_dim)
-    host = {k: torch.zeros(shape, pin_memory=pin) for k, shape in rows.items()}
+    # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
+    # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
+    # per step. (Pageable, not pinned: each copy is staged before it returns, so the next rollout may write the rows.)
+    host = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs, obs_dim)),
+        actions=torch.zeros((args.num_steps, args.num_envs, action_dim)),
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terminations=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valids=torch.zeros((args.num_steps, args.num_envs)),
+    )
     stage = {k: v.numpy() for k, v in host.items()}
     storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
 
     status, global_step = "finished", 0
 
     # TRY NOT TO MODIFY: start the game
-    next_done = np.zeros(args.num_envs, dtype=bool)  # carried across iterations: the first row after a done is a reset
-    if runners is None:  # (each runner resets its own envs, with their seeds)
-        next_obs = envs.reset(seed=args.seed + rank * args.num_envs)[0]  # DDP: each rank its own envs' seeds
-        next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-
-    def policy_on_host(obs):  # the rollout's policy, numpy in and out; the action's copy to the host is the loop's one sync
-        return ppo.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()
-
+    next_obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
+    # carried across iterations: the first row after a done is a reset
+    next_done = np.zeros(args.num_envs, dtype=bool)
     try:
         for iteration in range(1, num_iterations + 1):
             log.count_update(global_step)
@@ -780,20 +525,34 @@ def main(args: Args):
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
                 lrnow = frac * args.learning_rate
-                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)  # fill_, not copy_: a float copy_ blocks on CUDA
+                # fill_, not copy_: a float copy_ blocks on CUDA
+                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)
 
-            with torch.no_grad():
-                if runners is None:
-                    next_obs, next_done = collect(envs, policy_on_host, stage, next_obs, next_done, log.episodes)
-                else:  # Runners: each runner's rollout with these weights, gathered in env order
-                    next_obs, next_done, episodes, rms = runners.sample(agent, stage)
-                    log.episodes += episodes
-                global_step += args.num_envs * args.num_steps * world_size  # DDP: every rank's steps
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                stage["obs"][step] = next_obs
+                stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
 
-                for k in storage:
-                    storage[k].copy_(host[k], non_blocking=True)
-                # the rollout's log-probs, values, advantages and returns, flat
-                rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
+                # ALGO LOGIC: action logic. Speed: only the actor runs here; the log-probs and values come after the
+                # rollout, batched. The action's copy to the host is the loop's one sync.
+                action = ppo.policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
+                stage["actions"][step] = action
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs, reward, termination, truncation, infos = envs.step(action)
+                next_done = np.logical_or(termination, truncation)
+                stage["rewards"][step] = reward
+                stage["terminations"][step] = termination
+                stage["dones"][step] = next_done
+                next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+
+            for k in storage:
+                storage[k].copy_(host[k], non_blocking=True)
+            # the rollout's log-probs, values, advantages and returns, flat; bootstrap value from next_obs (the true
+            # final observation if the last step ended an episode)
+            rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
 
             # flatten the batch
             batch = dict(obs=storage["obs"].view(-1, obs_dim), actions=storage["actions"].view(-1, action_dim))
@@ -803,8 +562,9 @@ def main(args: Args):
             clipfrac_sum = torch.zeros((), device=device)
             for epoch in range(args.update_epochs):
                 # Speed: the permutation is drawn on the device; no host round trip per minibatch.
-                b_inds = torch.randperm(batch_size, device=device).split(minibatch_size)
-                for mb_inds in b_inds:
+                b_inds = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start : start + minibatch_size]
                     out = ppo.update(**batch, idx=mb_inds)
                     clipfrac_sum += out["clipfrac"]
                 # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
@@ -822,57 +582,50 @@ def main(args: Args):
                 status = "diverged"
                 break
             # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            if runners is None:  # (Runners: runner 0's env 0's, returned with its rollout)
-                rms = envs.get_attr("obs_rms")[0]
+            rms = envs.get_attr("obs_rms")[0]
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
     except KeyboardInterrupt:
         status = "interrupted"
-    except (EOFError, ConnectionError) as e:  # --async-envs: a worker died (killed, out of memory): keep what ran
-        if runners is None:
-            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-        else:
-            print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+    except (EOFError, ConnectionError) as e:
+        # --async-envs: a worker died (killed, out of memory): keep what ran
+        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    fields = {} if runners is None else runners.summary()  # Runners: how many, where they ran, their restarts
-    try:  # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
-        if envs is not None:
-            envs.close(terminate=status != "finished")
-    except (EOFError, ConnectionError):  # the dead worker's pipe, read while closing: end the others directly
+    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+    try:
+        envs.close(terminate=status != "finished")
+    except (EOFError, ConnectionError):
+        # the dead worker's pipe, read while closing: end the others directly
         for process in envs.unwrapped.processes:
             process.terminate()
         envs.unwrapped.closed = True
 
-    def act(obs):  # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    def act(obs):
         normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
         normalized = np.clip(normalized, -10, 10).astype(np.float32)
         # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
         repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
         return ppo.policy(repeated)[1][:1].cpu().numpy()
 
-    if rank == 0:  # DDP: rank 0 alone writes the run folder
-        model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
-        status = log.finish(global_step, status, act, model, **fields)
-    if world_size > 1:  # DDP: the process group ends with the run
-        dist.destroy_process_group()
-    if runners is not None:  # Runners: a local Ray stops; a cluster's ends this run's runners
-        runners.close()
+    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
+    status = log.finish(global_step, status, act, model)
     # What the run ends with: the exit code reads the status; tests read the rest.
     state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(obs_rms=obs_rms, runners=runners)
+    state.update(obs_rms=obs_rms)
     return state
 
 
 # Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (a NaN fails every comparison)
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
     for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # (None: an optional flag left out)
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summary.json), the progress, wandb (--track)
+class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
     def __init__(self, args, columns):
-        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length) of each finished one
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # burnin_end: (time, global_step)
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.terminated = None, None, False
         self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
         try:  # what can fail here is --track's wandb or the folder
@@ -883,37 +636,37 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
                 self.wandb = wandb.init(
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(self.run_dir, exist_ok=True)  # two runs started in the same second share it, as in CleanRL
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
         self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
         self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir)  # CleanRL's TensorBoard events: tensorboard --logdir runs
+        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # None: no bar off a terminal
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
         signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
 
-    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C, and says so
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the summary short
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
         self.terminated = True
         raise KeyboardInterrupt
 
-    def count_update(self, global_step):  # before each update (PPO: iteration): the burn-in is left out of steps/s
+    def count_update(self, global_step):  # before each update (PPO: iteration)
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s to the end of training, the last 20 episodes
+    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
         now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
         stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
         if self.burnin_end and global_step > self.burnin_end[1]:
             stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
         return dict(stats, wall_time_s=now - self.start)
 
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or infinite
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
         row = {**self.stats(global_step), **metrics}
         tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
         if tensors:  # a tensor logs its mean, all in one transfer
@@ -928,7 +681,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
         logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
         logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, charts/episodic_return, ..., losses/...
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
             self.writer.add_scalar(key, value, global_step)
         if self.wandb:
             self.wandb.log(logged, step=global_step)
@@ -937,17 +690,17 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
             print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
         return bool(bad)
 
-    def finish(self, global_step, status, act, model, **fields):  # saves model.pt, evaluates `act`, writes summary.json
-        self.end, args, evals = time.time(), self.args, []  # steps/s leaves out saving and evaluation
+    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
         self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and where it comes from
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
             torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
         try:  # Ctrl-C during the evaluation still writes the summary
             if args.eval_episodes and status == "finished":
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:
             status = "interrupted"
-        status = "terminated" if status == "interrupted" and self.terminated else status  # SIGTERM, not Ctrl-C
+        status = "terminated" if status == "interrupted" and self.terminated else status
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
@@ -961,7 +714,7 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard events, model.pt, summ
         if evals:
             summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
             print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run (CleanRL's tests run them) is no error
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
             measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))

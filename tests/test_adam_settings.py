@@ -19,9 +19,8 @@ TORCH_WARNING = (
 )
 
 
-def test_one_adam_rule_in_every_fast_file():
-    texts = {script: inspect.getsource(load_script(script).adam_settings) for script in FAST}
-    assert len(FAST) == 5 and len(set(texts.values())) == 1, texts.keys()
+def test_the_adam_rule():
+    """What `adam_settings` gives in each mode (one text in every fast file: tests/test_files.py)."""
     module = load_script(FAST[0])
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert module.adam_settings(module.Args(compile=True, cudagraphs=True), cuda) == {}

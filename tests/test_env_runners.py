@@ -1,7 +1,8 @@
-"""Ray env runners (--env-runners) in the fast PPO files: each runner steps its share of the envs through a whole
-rollout and meets the learner at the rollout's end. Real Ray, real processes: a local Ray that the script starts (on
-127.0.0.1 only), and a real two-node cluster on loopback (tests/helpers/ray_cluster.py, Ray's own multi-node test
-utility). Every process a test starts is stopped by its process id. This test process never imports ray."""
+"""Ray env runners (--env-runners), scripts/ppo_continuous_action_ray_torchcompile.py: each runner steps its share of the
+envs through a whole rollout and meets the learner at the rollout's end. Real Ray, real processes: a local Ray that
+the script starts (on 127.0.0.1 only), and a real two-node cluster on loopback (tests/helpers/ray_cluster.py, Ray's
+own multi-node test utility). Every process a test starts is stopped by its process id. This test process never
+imports ray."""
 
 import ipaddress
 import json
@@ -11,20 +12,16 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from helpers.scripts import ROOT, SCRIPTS, load_script, run_script
+from helpers.background import Background, command, descendants, kill_if_still, wait_until
+from helpers.scripts import ROOT, load_script, run_script
 
-CONT = "ppo_continuous_action_torchcompile"
-ATARI = "ppo_atari_torchcompile"
+CONT = "ppo_continuous_action_ray_torchcompile"
+CORE = "ppo_continuous_action_torchcompile"  # the same PPO with its envs in the learner's process
 # A task PPO learns in a few thousand steps (tests/helpers/envs.py); runners import its module in their processes.
 TARGET = ["--env-id", "helpers.envs:Target-v0", "--num-envs", 4, "--num-steps", 128, "--num-minibatches", 4]
-SMALL = {
-    CONT: [*TARGET, "--update-epochs", 2, "--total-timesteps", 2048],
-    ATARI: ["--env-id", "Pong-v5", "--num-envs", 4, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1]
-    + ["--total-timesteps", 512],
-}
+SMALL = [*TARGET, "--update-epochs", 2, "--total-timesteps", 2048]
 
 
 @pytest.fixture(autouse=True)
@@ -32,35 +29,6 @@ def helpers_importable(monkeypatch):
     """The runs (and their runners) import `helpers.envs` for the Target env."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYTHONUNBUFFERED", "1")
-
-
-def children():
-    """{pid: parent pid} of every process on the machine."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        try:
-            stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (ValueError, OSError):
-            continue
-    return parents
-
-
-def descendants(pid):
-    parents, found = children(), {pid}
-    grew = True
-    while grew:
-        more = {p for p, parent in parents.items() if parent in found} - found
-        found |= more
-        grew = bool(more)
-    return found - {pid}
-
-
-def command(pid):
-    try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def runner_pids(pid):
@@ -95,56 +63,6 @@ def listening_addresses(pids):
     return addresses
 
 
-class Run:
-    """A script started in the background, in a session of its own; stop() ends it and every process under it."""
-
-    def __init__(self, script, *flags, tmp_path):
-        self.out = tmp_path / "runs"
-        cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), "--output-dir", str(self.out), *map(str, flags)]
-        self.proc = subprocess.Popen(
-            cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.seen = {}  # pid: its command line when seen
-
-    def rows(self):
-        files = list(self.out.glob("*/metrics.csv"))
-        self.remember()
-        return len(files[0].read_text().splitlines()) - 1 if files else 0
-
-    def wait_for_rows(self, n, limit=300):  # a guard against a hang, not a speed bound
-        end = time.time() + limit
-        while self.rows() < n:
-            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
-            assert time.time() < end, f"no {n} metrics rows after {limit} s"
-            time.sleep(0.2)
-
-    def finish(self, limit=600):
-        out, err = self.proc.communicate(timeout=limit)
-        assert self.proc.returncode == 0, err[-5000:]
-        summary = json.loads(pathlib.Path(out.strip().splitlines()[-1]).read_text())
-        return summary, err
-
-    def remember(self):  # Ray's workers leave the session: each process under the run is remembered with its command
-        self.seen.update({pid: command(pid) for pid in descendants(self.proc.pid)})
-
-    def stop(self):
-        self.remember()
-        kill_if_still(self.seen)
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.communicate()
-
-
-def kill_if_still(processes):
-    """SIGKILL each {pid: command line} that still runs that command (a pid reused since is left alone)."""
-    for pid, cmdline in processes.items():
-        if cmdline and command(pid) == cmdline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.fixture
 def cluster():
     """A real two-node Ray cluster on loopback (2 CPUs each): (address, head node id, worker node id, process)."""
@@ -177,22 +95,21 @@ def cluster_env(monkeypatch):
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
-@pytest.mark.parametrize("script", [CONT, ATARI])
-def test_two_runners_on_a_local_ray(script, tmp_path):
-    proc, summary = run_script(script, *SMALL[script], "--env-runners", 2, tmp_path=tmp_path)
+def test_two_runners_on_a_local_ray(tmp_path):
+    proc, summary = run_script(CONT, *SMALL, "--env-runners", 2, tmp_path=tmp_path)
     assert summary["status"] == "finished"
     assert summary["global_step"] == summary["args"]["total_timesteps"]
     assert summary["args"]["env_runners"] == 2 and summary["runner_restarts"] == []
     assert len(summary["runner_nodes"]) == 2 and len(summary["nodes_used"]) == 1  # one machine: one node
-    if script == CONT:  # (Pong's games outlast 512 steps)
-        assert summary["episodes"] > 0
+    assert summary["episodes"] > 0
     assert "warning: --env-runners" not in proc.stderr
 
 
 def test_runners_fill_the_same_rows_in_the_same_env_order(tmp_path):
-    """The Target env's observations do not depend on the actions: with the same seed, 0 runners and 2 runners must
-    give exactly the same observations, valid rows, dones and terminations in every env's column, and the same
-    statistics of env 0 (model.pt's), which catches a wrong env order, seed or runner-0 choice."""
+    """The Target env's observations do not depend on the actions: with the same seed, the core file (its envs in its
+    own process) and this file with 2 runners must give exactly the same observations, valid rows, dones and
+    terminations in every env's column, and the same statistics of env 0 (model.pt's), which catches a wrong env
+    order, seed or runner-0 choice."""
     helper = ROOT / "tests" / "helpers" / "runner_rows.py"
     proc = subprocess.run([sys.executable, str(helper), str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -208,14 +125,15 @@ def final_return(summary):
 
 
 def test_runners_learn_as_the_in_process_run(tmp_path):
-    """Same budget and seeds: with 2 runners PPO learns the Target task as the in-process run does (a random policy
-    scores about -64, these runs end near -16; seeds differ by about 2)."""
+    """Same budget and seeds: with 2 runners PPO learns the Target task as the core file's in-process run does (a
+    random policy scores about -64, these runs end near -16; seeds differ by about 2)."""
     finals = {0: [], 2: []}
     for seed in [1, 2]:
         for runners in finals:
-            flags = [*TARGET, "--update-epochs", 4, "--total-timesteps", 8192, "--seed", seed, "--env-runners", runners]
+            flags = [*TARGET, "--update-epochs", 4, "--total-timesteps", 8192, "--seed", seed]
+            flags += ["--env-runners", runners] if runners else []
             (tmp_path / f"{seed}-{runners}").mkdir()
-            _, summary = run_script(CONT, *flags, tmp_path=tmp_path / f"{seed}-{runners}")
+            _, summary = run_script(CONT if runners else CORE, *flags, tmp_path=tmp_path / f"{seed}-{runners}")
             finals[runners].append(final_return(summary))
     assert all(r > -25 for r in finals[0] + finals[2]), finals  # both learned
     in_process, with_runners = sum(finals[0]) / 2, sum(finals[2]) / 2
@@ -223,7 +141,7 @@ def test_runners_learn_as_the_in_process_run(tmp_path):
 
 
 def test_a_killed_runner_is_restarted_and_the_local_ray_listens_on_loopback_only(tmp_path):
-    run = Run(CONT, *TARGET, "--update-epochs", 1, "--total-timesteps", 60_000, "--env-runners", 2, tmp_path=tmp_path)
+    run = Background(CONT, *TARGET, "--update-epochs", 1, "--total-timesteps", 60_000, "--env-runners", 2, tmp_path=tmp_path)
     try:
         run.wait_for_rows(2)
         ray_processes = descendants(run.proc.pid) | {run.proc.pid}
@@ -233,7 +151,8 @@ def test_a_killed_runner_is_restarted_and_the_local_ray_listens_on_loopback_only
         victims = runner_pids(run.proc.pid)
         assert len(victims) == 2, victims
         os.kill(victims[1], signal.SIGKILL)  # as the OOM killer does
-        summary, err = run.finish()
+        summary = run.finish()
+        err = "".join(run.stderr)
     finally:
         run.stop()
     assert summary["status"] == "finished" and summary["global_step"] == 60_000 // 512 * 512
@@ -246,7 +165,7 @@ def test_a_killed_runner_is_restarted_and_the_local_ray_listens_on_loopback_only
 def test_runners_spread_over_a_two_node_cluster(cluster, tmp_path, monkeypatch):
     address, head, worker, _ = cluster
     cluster_env(monkeypatch)
-    flags = [*SMALL[CONT], "--env-runners", 2, "--ray-address", address]
+    flags = [*SMALL, "--env-runners", 2, "--ray-address", address]
     _, summary = run_script(CONT, *flags, tmp_path=tmp_path)
     assert summary["status"] == "finished" and summary["runner_restarts"] == []
     assert sorted(summary["runner_nodes"]) == sorted([head, worker])  # SPREAD: one runner on each node
@@ -257,7 +176,7 @@ def test_a_runner_larger_than_any_node_is_refused(cluster, tmp_path, monkeypatch
     """4 CPUs free in the cluster, but 2 on each node: a runner of 3 CPUs could never start (Ray would wait forever)."""
     address = cluster[0]
     cluster_env(monkeypatch)
-    flags = [*SMALL[CONT], "--env-runners", 1, "--env-runner-cpus", 3, "--ray-address", address]
+    flags = [*SMALL, "--env-runners", 1, "--env-runner-cpus", 3, "--ray-address", address]
     proc, _ = run_script(CONT, *flags, tmp_path=tmp_path, expect_ok=False, timeout=300)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
     assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -269,13 +188,14 @@ def test_a_removed_node_s_runners_come_back_on_the_other_node(cluster, tmp_path,
     address, head, worker, helper = cluster
     cluster_env(monkeypatch)
     flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 60_000, "--env-runners", 2, "--ray-address", address]
-    run = Run(CONT, *flags, tmp_path=tmp_path)
+    run = Background(CONT, *flags, tmp_path=tmp_path)
     try:
         run.wait_for_rows(2)
         helper.stdin.write("remove\n")  # the worker node goes, with its runner
         helper.stdin.flush()
         assert helper.stdout.readline().split() == ["removed", worker]
-        summary, err = run.finish()
+        summary = run.finish()
+        err = "".join(run.stderr)
     finally:
         run.stop()
     assert summary["status"] == "finished" and summary["global_step"] == 60_000 // 512 * 512
@@ -289,10 +209,10 @@ def test_a_removed_node_s_runners_come_back_on_the_other_node(cluster, tmp_path,
 
 BAD = [
     pytest.param(dict(env_runners=3, num_envs=4), "--env-runners", "must divide --num-envs (4)", id="not-dividing"),
-    pytest.param(dict(env_runners=-1), "--env-runners", "in [0, inf)", id="negative"),
+    pytest.param(dict(env_runners=-1), "--env-runners", "in [1, inf)", id="negative"),
+    pytest.param(dict(env_runners=0), "--env-runners", "in [1, inf)", id="none"),
     pytest.param(dict(env_runners=2, num_envs=2, async_envs=True), "--env-runners", "not with --async-envs", id="async"),
     pytest.param(dict(env_runner_cpus=0.0, env_runners=1), "--env-runner-cpus", "in (0, inf)", id="zero-cpus"),
-    pytest.param(dict(ray_address="auto"), "--ray-address", "needs --env-runners", id="address-without-runners"),
     pytest.param(
         dict(env_runners=1, ray_address="127.0.0.1:9"), "--ray-address", "cannot be reached", id="address-unreachable"
     ),
@@ -300,25 +220,21 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("script", [CONT, ATARI])
 @pytest.mark.parametrize("fields,flag,says", BAD)
-def test_bad_runner_flags(script, fields, flag, says):
-    if script == ATARI and "async_envs" in fields:
-        pytest.skip("the Atari file refuses --async-envs itself (envpool steps its envs in threads)")
-    module = load_script(script)
-    args = module.Args(**{"env_id": "Pendulum-v1" if script == CONT else "Pong-v5", **fields})
+def test_bad_runner_flags(fields, flag, says):
+    module = load_script(CONT)
+    args = module.Args(**{"env_id": "Pendulum-v1", **fields})
     with pytest.raises(SystemExit) as stop:
         module.check_args(args)
     line = str(stop.value.code)
     assert line.startswith(f"error: {flag}: ") and says in line and "\n" not in line, line
 
 
-@pytest.mark.parametrize("script", [CONT, ATARI])
-def test_without_ray_installed_the_install_command_is_named(script, monkeypatch):
-    module = load_script(script)
+def test_without_ray_installed_the_install_command_is_named(monkeypatch):
+    module = load_script(CONT)
     real = module.importlib.util.find_spec
     monkeypatch.setattr(module.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    args = module.Args(env_id="Pendulum-v1" if script == CONT else "Pong-v5", env_runners=1)
+    args = module.Args(env_id="Pendulum-v1", env_runners=1)
     with pytest.raises(SystemExit) as stop:
         module.check_args(args)
     assert str(stop.value.code).startswith("error: --env-runners: needs ray: pip install "), stop.value.code
@@ -337,7 +253,7 @@ def test_more_runners_than_the_cluster_has_cpus_for(tmp_path):
 def test_ray_address_auto_without_a_cluster(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # no cluster file of another run to find
-    proc, _ = run_script(CONT, *SMALL[CONT], "--env-runners", 1, "--ray-address", "auto", tmp_path=tmp_path, expect_ok=False)
+    proc, _ = run_script(CONT, *SMALL, "--env-runners", 1, "--ray-address", "auto", tmp_path=tmp_path, expect_ok=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
     assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert errors[0].startswith("error: --ray-address: auto: "), errors
@@ -349,22 +265,15 @@ def test_sigterm_to_the_run_s_processes_ends_it_saved_and_leaves_no_ray_process(
     raylet; the runners live in sessions of their own). The run says it was terminated, keeps its model, and Ray's
     processes are gone."""
     flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 1_000_000, "--env-runners", 2, "--save-model"]
-    run = Run(CONT, *flags, tmp_path=tmp_path)
-    try:
+    with Background(CONT, *flags, tmp_path=tmp_path) as run:
         run.wait_for_rows(2)
         started = {pid: command(pid) for pid in descendants(run.proc.pid)}
-        os.killpg(run.proc.pid, signal.SIGTERM)
-        out, err = run.proc.communicate(timeout=120)
-        end = time.time() + 60  # Ray's processes end after the driver's shutdown (a guard, not a speed bound)
-        left = [pid for pid, cmdline in started.items() if command(pid) == cmdline]
-        while left and time.time() < end:
-            time.sleep(0.5)
-            left = [pid for pid, cmdline in started.items() if command(pid) == cmdline]
-    finally:
-        run.stop()
-    assert run.proc.returncode == 143, err[-3000:]
-    summary_path = pathlib.Path(out.strip().splitlines()[-1])
-    summary = json.loads(summary_path.read_text())
-    assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
-    assert (summary_path.parent / "model.pt").is_file()
-    assert left == [], [command(pid) for pid in left]
+        run.signal(signal.SIGTERM, group=True)
+        summary = run.finish(limit=120, status=143)
+        assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
+        assert (pathlib.Path(summary["_run_dir"]) / "model.pt").is_file()
+
+        def ray_gone():  # Ray's processes end after the driver's shutdown
+            return not [pid for pid, cmdline in started.items() if command(pid) == cmdline]
+
+        wait_until(ray_gone, 60, "no Ray process of the run left", run.output)

@@ -324,6 +324,7 @@ def minibatch(n=16, seed=0):
         torch.randn(n, generator=g),
         torch.randn(n, generator=g),
         w,
+        torch.randperm(n, generator=g),  # the minibatch: every row, shuffled, gathered inside the update
     )
 
 

@@ -863,3 +863,41 @@ def test_a_bare_run_sh_runs_nothing_and_says_what_all_would_run():
     assert "./run.sh --all" in proc.stderr and "doc/results/cpu-2core" in proc.stderr and proc.stdout == ""
     after = set((ROOT / "bench").glob("*")) if (ROOT / "bench").is_dir() else set()
     assert after == before  # no benchmark folder made
+
+
+def test_variant_files_are_variants_of_their_algorithm(tmp_path):
+    """The scale variants' files of their own: ray runs the Ray file of PPO continuous (2 envs, 2 runners) and multigpu
+    the torchrun file of PPO Atari (under torchrun where it is installed); the algorithms without such a file are
+    left out of the plan; --quick runs both; each is aggregated as a variant of its algorithm, its speed-up over the
+    same baseline."""
+    scripts = fake_scripts(
+        tmp_path,
+        "ppo_continuous_action",
+        "ppo_continuous_action_ray_torchcompile",
+        "ppo_atari",
+        "ppo_atari_multigpu_torchcompile",
+    )
+    out = tmp_path / "bench"
+    env = {"RUN_SH_SCRIPTS_DIR": str(scripts)}
+    flags = ["--scripts", "ppo_continuous_action,ppo_atari,dqn", "--seeds", "1,2", "--out", out, "--", "--env-id", "Fake-v0"]
+    run_sh("--quick", "--variants", "baseline,ray,multigpu", *flags[:-3], env=env, check=1)  # dqn's baseline: missing
+    recorded = {(r["algorithm"], r["variant"]): r for r in aggregate.read_runs(out) if r["seed"] == 1}
+    assert sorted(recorded) == [
+        ("dqn", "baseline"),
+        ("ppo_atari", "baseline"),
+        ("ppo_atari", "multigpu"),
+        ("ppo_continuous_action", "baseline"),
+        ("ppo_continuous_action", "ray"),
+    ]
+    assert "--num-envs 2 --env-runners 2" in recorded[("ppo_continuous_action", "ray")]["command"]
+    assert recorded[("ppo_atari", "multigpu")]["command"].startswith("python -m torch.distributed.run --standalone")
+    rows = {(r["algorithm"], r["variant"]): r for r in read_results(out) if r["seed"] == "1"}
+    assert rows[("ppo_continuous_action", "ray")]["status"] == rows[("ppo_atari", "multigpu")]["status"] == "finished"
+    table = md_rows(out)
+    assert table[("ppo_continuous_action", "ray")]["speed-up"] == "1.00x"  # the fake scripts' speeds are the seed's
+    assert table[("ppo_atari", "multigpu")]["speed-up"] == "1.00x"
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["variants"] == ["baseline", "ray", "multigpu"]
+    run_sh("--quick", *flags[:2], "--seeds", "1", "--out", tmp_path / "quick", env=env, check=1)  # fast files: missing
+    quick = json.loads((tmp_path / "quick" / "bench.json").read_text())
+    assert quick["variants"] == ["baseline", "fast", "compile", "compile_cudagraphs", "ray", "multigpu"]

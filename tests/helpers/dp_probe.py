@@ -1,6 +1,7 @@
 """Run under torchrun by tests/test_torchrun.py: a fast PPO script's own main(), unchanged, with two watches.
 - Every torch.distributed.all_reduce is recorded: what this rank put in (its own gradients, divided by the world size,
-  and approx_kl) and what came back (the average over the ranks).
+  and approx_kl), what came back (the average over the ranks), and the gradients this rank computed alone, as they
+  stood when the all_reduce was called.
 - After every update the agent's parameters are recorded.
 Each rank saves what it saw to <out>/probe.<rank>.pt.   Usage: torchrun ... dp_probe.py SCRIPT OUT -- FLAGS"""
 
@@ -18,12 +19,14 @@ spec = importlib.util.spec_from_file_location(script.stem, script)
 module = importlib.util.module_from_spec(spec)
 sys.modules[script.stem] = module
 spec.loader.exec_module(module)
-seen = {"reduced": [], "params": []}
+seen = {"reduced": [], "params": [], "raw": []}
 all_reduce, make_ppo = dist.all_reduce, module.make_ppo
+agents = []
 
 
 def watched_all_reduce(tensor, *args, **kwargs):
     before = tensor.detach().clone()
+    seen["raw"].append(torch.cat([p.grad.detach().flatten() for p in agents[0].parameters()]))
     result = all_reduce(tensor, *args, **kwargs)
     seen["reduced"].append((before, tensor.detach().clone()))
     return result
@@ -31,6 +34,7 @@ def watched_all_reduce(tensor, *args, **kwargs):
 
 def watched_make_ppo(*args, **kwargs):
     ppo = make_ppo(*args, **kwargs)
+    agents.append(ppo.agent)
     update = ppo.update
 
     def update_and_record(*a, **k):

@@ -1,6 +1,6 @@
-"""The rollout rows of the fast PPO continuous file with and without env runners, for the test that they are the same
-rows in the same env order: the script's own main() runs twice in this process (0 runners, then 2), on the Target env,
-whose observations do not depend on the actions. Prints, as JSON, which rows are equal.
+"""The rollout rows of the fast PPO continuous file and of its Ray variant with 2 env runners, for the test that they are
+the same rows in the same env order: each script's own main() runs in this process, on the Target env, whose
+observations do not depend on the actions. Prints, as JSON, which rows are equal.
 
     python tests/helpers/runner_rows.py OUTPUT_DIR
 """
@@ -11,7 +11,7 @@ import pathlib
 import sys
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
-SCRIPT = "ppo_continuous_action_torchcompile"
+CORE, RAY = "ppo_continuous_action_torchcompile", "ppo_continuous_action_ray_torchcompile"
 # the runners (Ray's worker processes) import the script by its module name and the Target env's module
 os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent / "scripts"), str(TESTS), os.environ.get("PYTHONPATH", "")])
 sys.path.insert(0, str(TESTS))
@@ -23,10 +23,10 @@ from helpers.scripts import load_script  # noqa: E402
 
 
 def main():
-    module = load_script(SCRIPT)
+    core, ray = load_script(CORE), load_script(RAY)
     flags = ["--env-id", "helpers.envs:Target-v0", "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "4"]
     flags += ["--update-epochs", "1", "--total-timesteps", "512", "--no-cuda", "--output-dir", sys.argv[1]]
-    states = [module.main(tyro.cli(module.Args, args=[*flags, "--env-runners", str(n)])) for n in (0, 2)]
+    states = [core.main(tyro.cli(core.Args, args=flags)), ray.main(tyro.cli(ray.Args, args=[*flags, "--env-runners", "2"]))]
     equal = {k: torch.equal(states[0]["storage"][k], states[1]["storage"][k]) for k in states[0]["storage"]}
     equal.update(
         {

@@ -1,0 +1,744 @@
+# PPO on Atari with envpool, data-parallel under torchrun: ppo_atari_torchcompile.py, with CleanRL's
+# ppo_atari_multigpu.py's idea. Each rank (a process per GPU, or per share of a CPU) runs its own --num-envs envs and
+# its own minibatches; after each minibatch's backward the ranks average their gradients in one flat all_reduce, so
+# every rank takes the same optimizer step and holds the same parameters. Rank 0 alone writes the run folder.
+#   torchrun --standalone --nproc-per-node 2 scripts/ppo_atari_multigpu_torchcompile.py
+# Everything else is the core file's text; each line of this idea is marked "DDP:" (tests/test_files.py checks both).
+# As in the core file: --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent; with
+# neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import csv
+import json
+import math
+import os
+import pathlib
+import random
+import signal
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from types import SimpleNamespace
+from typing import Literal
+
+import envpool
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict.nn import CudaGraphModule
+from torch.distributions.categorical import Categorical
+from torch.utils._pytree import tree_map_only
+from torch.utils.tensorboard import SummaryWriter
+
+# compile modes that capture CUDA graphs, and their stand-ins without CUDA
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: str | None = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, model.pt) is written"""
+    measure_burnin: int = 5
+    """iterations (rollout + update) left out of the steps/s measurement"""
+    log_interval: int = 1
+    """iterations between two rows of metrics.csv"""
+    compile: bool = False
+    """if toggled, the policy, GAE and the update are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
+    cudagraphs: bool = False
+    """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    # DDP: the backend of the ranks' all_reduce
+    dist_backend: Literal["nccl", "gloo"] | None = None
+    """torchrun's all_reduce backend for the gradients (default: nccl with CUDA, else gloo; gloo not with --cudagraphs)"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment (an envpool Atari id)"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    envpool_threads: int = 0
+    """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
+    async_envs: bool = False
+    """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
+        sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
+    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    counts = "num_envs num_steps num_minibatches update_epochs log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    world_size = int(os.environ.get("WORLD_SIZE", 1))  # DDP: torchrun sets it, the number of ranks
+    batch = args.num_envs * args.num_steps
+    rollouts = batch * world_size  # DDP: one rollout of every rank
+    check(args, "total_timesteps", lambda v: v >= rollouts, f"at least --num-envs x --num-steps x ranks ({rollouts})")
+    if batch % args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {batch}, got {args.num_minibatches}"
+        )
+    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
+        sys.exit(
+            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
+        )
+    if world_size > 1:  # DDP: what torchrun's data parallelism needs
+        if args.eval_model:
+            sys.exit("error: --eval-model: an evaluation runs in one process, not under torchrun")
+        cuda = args.cuda and torch.cuda.is_available()
+        if args.dist_backend is None:  # the default: nccl with CUDA, else gloo
+            args.dist_backend = "nccl" if cuda else "gloo"
+        if not dist.is_backend_available(args.dist_backend) or args.dist_backend == "nccl" and not cuda:
+            reason = "without --cuda" if torch.cuda.is_available() else "no CUDA"
+            sys.exit(f"error: --dist-backend: {args.dist_backend} is not available here ({reason})")
+        gpus = torch.cuda.device_count() if cuda else 0
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # the ranks on this machine
+        if args.dist_backend == "nccl" and local_ranks > gpus:
+            sys.exit(
+                f"error: --dist-backend nccl: needs a GPU per rank, {local_ranks} ranks here for {gpus} GPUs (gloo shares)"
+            )
+        if args.dist_backend == "gloo" and args.cudagraphs and cuda:
+            sys.exit("error: --cudagraphs: not with --dist-backend gloo, whose all_reduce goes through the host (no capture)")
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    check_fast_flags(args)  # (its warnings after every error above)
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+class EpisodeTracker:
+    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
+    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
+
+    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
+    which equals envpool's `info["elapsed_step"]` at game over."""
+
+    def __init__(self, num_envs):
+        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
+        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, info, truncations, valid):
+        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
+        self.episode_returns += info["reward"]
+        self.episode_lengths += valid
+        game_over = info["terminated"].astype(bool) | truncations
+        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
+        self.episode_returns[game_over] = 0
+        self.episode_lengths[game_over] = 0
+        return finished
+
+
+def evaluate(args, act, video_dir=None):  # envpool renders no video
+    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
+    their full-game scores, as in training (EpisodeTracker)."""
+    env = envpool.make(
+        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
+    )  # training's envs are seeded seed .. seed + num_envs - 1
+    tracker = EpisodeTracker(1)
+    returns = []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
+    while len(returns) < args.eval_episodes:
+        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
+        obs, _, terminations, truncations, info = env.step(act(obs))
+        done = np.logical_or(terminations, truncations)
+        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
+    env.close()
+    return returns
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, n_actions):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, n_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+
+    def get_value(self, x):
+        # Speed: x arrives as uint8, converted on the device
+        return self.critic(self.network(x.float() / 255.0))
+
+    def get_action_and_value(self, x, action=None):
+        # Speed: x arrives as uint8, converted on the device
+        hidden = self.network(x.float() / 255.0)
+        logits = self.actor(hidden)
+        # Speed: argument checks would sync with the GPU
+        probs = Categorical(logits=logits, validate_args=False)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, gae_lambda: float):
+    """GAE over a rollout of shape (num_steps, num_envs), NEXT_STEP autoreset; the same result as ppo_atari.py's loop.
+
+    Row t holds obs[t], the action taken, and what step t returned: rewards[t], terms[t] (a life loss counts, as in
+    CleanRL) and dones[t] = term | trunc. The row after a done is envpool's reset step (valid = 0): the action was
+    ignored, so it is no transition; its advantage is 0 and no trace crosses it. obs[t+1] is the true next observation,
+    so a truncation bootstraps from values[t+1] and a termination does not bootstrap.
+
+    Speed: no loop over time (which torch.compile would unroll). The recursion A[t] = delta[t] + g*l*(1-done[t])*A[t+1]
+    is solved in closed form, A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], as one masked
+    (num_steps x num_steps) contraction per env."""
+    num_steps = rewards.shape[0]
+    next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
+    deltas = rewards + gamma * next_values * (1.0 - terms) - values
+    steps = torch.arange(num_steps, device=rewards.device, dtype=rewards.dtype)
+    gap = steps[None, :] - steps[:, None]  # k - t
+    discount = torch.where(gap >= 0, torch.pow(gamma * gae_lambda, gap.clamp(min=0)), torch.zeros_like(gap))
+    # dones before step k; equal for t and k iff no done in t..k-1
+    episode = torch.cumsum(dones, 0) - dones
+    same = (episode[None, :, :] == episode[:, None, :]).to(rewards.dtype)
+    advantages = (discount[:, :, None] * same * deltas[None, :, :]).sum(1) * valid
+    returns = advantages + values
+    return advantages, returns
+
+
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step,
+    return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+
+    def call(*inputs, **named_inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs, **named_inputs))
+
+    return call
+
+
+def adam_settings(args: Args, device: torch.device) -> dict:
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
+    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
+    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
+    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    if args.compile:
+        return {}
+    if args.cudagraphs and device.type == "cuda":
+        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
+        # can impair performance) is not the user's to act on
+        warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
+        return dict(capturable=True, foreach=True)
+    return dict(fused=True)
+
+
+def make_ppo(args: Args, agent, device):
+    """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
+    minibatch), compiled and/or graph-captured as asked."""
+    ppo = SimpleNamespace(agent=agent)
+    # DDP: the ranks that average their gradients
+    world_size = dist.get_world_size() if dist.is_initialized() else 1
+    # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture)
+    lr = torch.tensor(args.learning_rate, device=device)
+    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+
+    def policy(obs):
+        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is
+        # for evaluation.
+        with torch.no_grad():
+            hidden = agent.network(obs.float() / 255.0)
+            logits = agent.actor(hidden)
+            probs = Categorical(logits=logits, validate_args=False)
+            action = probs.sample()
+            return action, probs.log_prob(action), agent.critic(hidden).flatten(), logits.argmax(-1)
+
+    def gae(next_obs, rewards, values, terms, dones, valid):
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).flatten()
+        return compute_gae(rewards, values, next_value, terms, dones, valid, args.gamma, args.gae_lambda)
+
+    def update(obs, actions, logprobs, advantages, returns, values, valid, idx):
+        """One minibatch step. The reset rows weigh 0 in every mean (w * x).sum() / w.sum(); shapes stay fixed."""
+        # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
+        obs = obs[idx]
+        actions = actions[idx]
+        logprobs = logprobs[idx]
+        advantages = advantages[idx]
+        returns = returns[idx]
+        values = values[idx]
+        w = valid[idx]  # reset rows stay, with weight 0
+        optimizer.zero_grad()
+        n = w.sum().clamp(min=1.0)
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+        logratio = newlogprob - logprobs
+        ratio = logratio.exp()
+
+        with torch.no_grad():
+            # calculate approx_kl http://joschu.net/blog/kl-approx.html
+            old_approx_kl = (w * -logratio).sum() / n
+            approx_kl = (w * ((ratio - 1) - logratio)).sum() / n
+            clipfrac = (w * ((ratio - 1.0).abs() > args.clip_coef).float()).sum() / n
+
+        if args.norm_adv:  # mean and (unbiased) std over the valid rows
+            mean = (w * advantages).sum() / n
+            std = ((w * (advantages - mean) ** 2).sum() / (n - 1).clamp(min=1.0)).sqrt()
+            advantages = (advantages - mean) / (std + 1e-8)
+
+        # Policy loss
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+        pg_loss = (w * torch.max(pg_loss1, pg_loss2)).sum() / n
+
+        # Value loss
+        newvalue = newvalue.view(-1)
+        if args.clip_vloss:
+            v_loss_unclipped = (newvalue - returns) ** 2
+            v_clipped = values + torch.clamp(newvalue - values, -args.clip_coef, args.clip_coef)
+            v_loss_clipped = (v_clipped - returns) ** 2
+            v_loss = 0.5 * (w * torch.max(v_loss_unclipped, v_loss_clipped)).sum() / n
+        else:
+            v_loss = 0.5 * (w * (newvalue - returns) ** 2).sum() / n
+
+        entropy_loss = (w * entropy).sum() / n
+        loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+        loss.backward()
+        if world_size > 1:
+            # DDP: the ranks' gradients, and approx_kl for --target-kl, averaged in one flat all_reduce: a sum of
+            # world_size-th parts (gloo has no mean)
+            grads = [p.grad for p in agent.parameters()]
+            flat = torch.cat([g.flatten() for g in grads] + [approx_kl.view(1)]) / world_size
+            dist.all_reduce(flat)
+            averaged = [part.view_as(g) for part, g in zip(flat[:-1].split([g.numel() for g in grads]), grads)]
+            torch._foreach_copy_(grads, averaged)
+            approx_kl = flat[-1]
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+        # Speed: the statistics stay on the device, read once per logged iteration
+        return dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=old_approx_kl,
+            approx_kl=approx_kl,
+            clipfrac=clipfrac,
+        )
+
+    ppo.policy, ppo.gae, ppo.update = policy, gae, update
+    if args.compile:  # Speed: torch.compile fuses the small ops of each function
+        ppo.policy = compiled(policy, args)
+        ppo.gae = compiled(gae, args, fullgraph=True)
+        ppo.update = compiled(update, args)
+    if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
+        # a compiled function wants one more eager call before capture
+        warmup = 3 if args.compile else 2
+        ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
+        ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
+        ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
+    return ppo
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
+
+
+def main(args: Args):
+    check_args(args)
+    # DDP: torchrun sets them: this process's rank among world_size
+    rank = int(os.environ.get("RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    # DDP: every rank's steps count
+    num_iterations = args.total_timesteps // (batch_size * world_size)
+    columns = [
+        "learning_rate",
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "clipfrac",
+        "explained_variance",
+    ]
+
+    def log_nothing(*unused):  # DDP: what the log of the ranks other than rank 0 does
+        return None
+
+    if rank == 0:  # DDP: rank 0 alone writes the run folder; the other ranks log nothing
+        log = RunLog(args, columns)
+    else:
+        log = SimpleNamespace(episodes=[], count_update=log_nothing, row=log_nothing)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cpu")
+    # DDP: this rank's GPU (gloo's ranks may share them, nccl's may not: check_args), made current
+    if args.cuda:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        torch.cuda.set_device(device)  # the current device, which CUDA graphs capture on
+
+    # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed + rank * args.num_envs,  # DDP: each rank its own envs' seeds
+        num_threads=args.envpool_threads,
+    )
+    obs_shape = envs.single_observation_space.shape
+    # DDP: a process per GPU (or share of the CPU), each with its own envs and minibatches
+    if world_size > 1:
+        dist.init_process_group(args.dist_backend, device_id=device if args.cuda else None)
+    tracker = EpisodeTracker(args.num_envs)
+
+    agent = Agent(envs.single_action_space.n).to(device)
+    if device.type == "cpu":
+        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
+        # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
+        agent = agent.to(memory_format=torch.channels_last)
+    ppo = make_ppo(args, agent, device)
+    # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
+    if world_size > 1:
+        torch.manual_seed(args.seed + rank)
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
+        load_model(args, "ppo_atari", agent)
+
+    # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
+    # return goes to host buffers with numpy writes (`stage`: numpy views of `host`), then to the device `storage` in
+    # one copy per row per rollout, not in small copies per step. (Pageable, not pinned: each copy is staged before it
+    # returns, so the next rollout may write the rows.) Observations, actions, log-probs and values, which the policy
+    # makes on the device, are written there at each step.
+    host = dict(
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terms=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valid=torch.zeros((args.num_steps, args.num_envs)),
+    )
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
+        actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
+        logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
+        values=torch.zeros((args.num_steps, args.num_envs), device=device),
+    )
+    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
+
+    status, global_step = "finished", 0
+
+    # TRY NOT TO MODIFY: start the game
+    next_obs, _ = envs.reset()
+    next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
+    next_done = np.zeros(args.num_envs, dtype=bool)
+    try:
+        for iteration in range(1, num_iterations + 1):
+            log.count_update(global_step)
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                # in place, no sync, no recompile
+                ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)
+
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs * world_size  # DDP: every rank's steps
+                storage["obs"][step] = next_obs
+                # the step after a done is envpool's reset step, no transition
+                step_valid = ~next_done
+                stage["valid"][step] = step_valid
+
+                # ALGO LOGIC: action logic
+                action, logprob, value, _ = ppo.policy(next_obs)
+                storage["values"][step] = value
+                storage["actions"][step] = action
+                storage["logprobs"][step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
+                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                stage["rewards"][step] = reward
+                stage["terms"][step] = terminations
+                stage["dones"][step] = next_done
+                next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
+                log.episodes += tracker.step(info, truncations, step_valid)
+
+            for k in host:
+                storage[k].copy_(host[k], non_blocking=True)
+            # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
+            advantages, returns = ppo.gae(
+                next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
+            )
+
+            # flatten the batch
+            batch = dict(
+                obs=storage["obs"].reshape((-1,) + obs_shape),
+                actions=storage["actions"].reshape(-1),
+                logprobs=storage["logprobs"].reshape(-1),
+                advantages=advantages.reshape(-1),
+                returns=returns.reshape(-1),
+                values=storage["values"].reshape(-1),
+                valid=storage["valid"].reshape(-1),
+            )
+
+            # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
+            clipfrac_sum = torch.zeros((), device=device)
+            for epoch in range(args.update_epochs):
+                b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start : start + minibatch_size]
+                    out = ppo.update(**batch, idx=mb_inds)
+                    clipfrac_sum += out["clipfrac"]
+
+                # a sync per epoch, only with --target-kl
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
+                    break
+
+            # Speed: all values in one transfer
+            if iteration % args.log_interval == 0 or iteration == num_iterations:
+                metrics = dict(
+                    out,
+                    clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                    learning_rate=ppo.optimizer.param_groups[0]["lr"],
+                    explained_variance=explained_variance(batch["values"], batch["returns"], batch["valid"]),
+                )
+                if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
+                    status = "diverged"
+                    break
+    except KeyboardInterrupt:
+        status = "interrupted"
+    envs.close()
+
+    def act(obs):  # deterministic: the arg-max action
+        # The compiled / captured policy takes num_envs rows: the observation is repeated.
+        repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return ppo.policy(repeated)[3][:1].cpu().numpy()
+
+    if rank == 0:  # DDP: rank 0 alone writes the run folder
+        status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+    if world_size > 1:  # DDP: the process group ends with the run
+        dist.destroy_process_group()
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
+    state.update(stage=stage)
+    return state
+
+
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
+class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
+    def __init__(self, args, columns):
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.terminated = None, None, False
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
+        self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
+        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
+
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
+        self.terminated = True
+        raise KeyboardInterrupt
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
+
+    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
+        try:  # Ctrl-C during the evaluation still writes the summary
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:
+            status = "interrupted"
+        status = "terminated" if status == "interrupted" and self.terminated else status
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
+        )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
+
+
+if __name__ == "__main__":
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))

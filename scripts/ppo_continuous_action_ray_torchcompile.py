@@ -1,0 +1,900 @@
+# PPO for continuous actions with Ray env runners: ppo_continuous_action_torchcompile.py, whose envs step here in
+# --env-runners Ray actors (RLlib's env runners), on this machine's cores or a Ray cluster's. Each runner steps its share
+# of the envs through a whole rollout with a CPU copy of the agent, and meets the learner only at the rollout's end, so
+# a slow env holds back its runner's envs only, not every env at every step. Everything else is the core file's text;
+# each line of this idea is marked "Runners:" (tests/test_files.py checks both). As in the core file:
+# --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent; with neither it is the
+# lean eager version. Each speed trick is marked "Speed:" where it is used.
+# As in the baseline: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
+# env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
+# its true final observation (see compute_gae), where CleanRL's code would be off by one step.
+import csv
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import random
+import signal
+import socket
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from types import SimpleNamespace
+from typing import Literal
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tqdm
+import tyro
+from tensordict.nn import CudaGraphModule
+from torch.utils._pytree import tree_map_only
+from torch.utils.tensorboard import SummaryWriter
+
+# compile modes that capture CUDA graphs, and their stand-ins without CUDA
+GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    save_model: bool = False
+    """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
+    eval_episodes: int = 0
+    """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
+    eval_model: str | None = None
+    """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
+    output_dir: str = "runs"
+    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
+    measure_burnin: int = 1
+    """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
+    compile: bool = False
+    """if toggled, the policy, GAE and the update are compiled with torch.compile"""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
+    cudagraphs: bool = False
+    """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+
+    # Algorithm specific arguments
+    env_id: str = "HalfCheetah-v4"
+    """the id of the environment"""
+    total_timesteps: int = 1000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 3e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    async_envs: bool = False
+    """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
+    # Runners: the env runners, and the Ray cluster they run on
+    env_runners: int = 1
+    """Ray actors that step num_envs / env_runners envs each through whole rollouts, not in lock-step"""
+    env_runner_cpus: float = 1.0
+    """the CPUs Ray reserves for each env runner (below 1: several runners share a core, for envs that wait)"""
+    ray_address: str | None = None
+    """the Ray cluster the env runners join (`auto` or host:port); by default a local Ray on 127.0.0.1, started and stopped"""
+    num_steps: int = 2048
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 32
+    """the number of mini-batches"""
+    update_epochs: int = 10
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.0
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
+
+
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    silence_v4_notices()
+    try:  # a registered id, or gymnasium's `module:id` (the module registers it)
+        continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
+    except gym.error.UnregisteredEnv:
+        continuous = False
+    except Exception as e:
+        # registered but not made here (a missing dependency, a module that failed to import)
+        sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
+    if not continuous:
+        sys.exit(
+            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
+            " such as HalfCheetah-v4"
+        )
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    batch = args.num_envs * args.num_steps
+    # one rollout
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
+    if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
+            " into equal minibatches of 2 rows or more"
+        )
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
+        obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
+        obs_dim = int(np.prod(gym.make(args.env_id).observation_space.shape))
+        stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
+        stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
+        if not stats_ok:
+            sys.exit(
+                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
+            )
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
+    check_runners(args)
+    check_fast_flags(args)  # (its warnings after every error above)
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        # no display: MuJoCo renders offscreen through EGL
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+def check_runners(args: Args):
+    """Runners: --env-runners, --env-runner-cpus and --ray-address, checked in one line each and with a bounded wait."""
+    check(args, "env_runners", lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
+    if args.num_envs % args.env_runners:
+        sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
+    if args.async_envs:
+        sys.exit("error: --env-runners: not with --async-envs (each runner steps its own share of the envs already)")
+    if importlib.util.find_spec("ray") is None:
+        sys.exit(
+            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
+        )
+    # a host:port that does not answer: said now, not after Ray's retries
+    if args.ray_address not in (None, "auto"):
+        host, _, port = args.ray_address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=10).close()
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
+
+
+def silence_v4_notices():
+    """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
+    to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
+
+    def mujoco_warning(text):
+        if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
+            print(f"WARNING: {text}", file=sys.stderr)
+
+    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
+    mujoco.set_mju_user_warning(mujoco_warning)
+
+
+def make_env(env_id, idx, capture_video, video_dir, gamma):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
+        # before the normalizations: it records the true returns
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = gym.wrappers.ClipAction(env)
+        env = gym.wrappers.NormalizeObservation(env)
+        clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
+        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+        env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+        return env
+
+    return thunk
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(
+        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
+    )
+    for episode in range(args.eval_episodes):
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor_mean = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),
+        )
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    # Speed: the Normal distribution's closed forms instead of a torch.distributions object (its construction and
+    # argument checks cost more than the math). Same formulas as Normal.sample, .log_prob and .entropy.
+    def get_action(self, x):
+        """The rollout's policy: only the actor runs per step; log-probs and values come later, batched.
+        Returns the sampled action and the mean one (the deterministic policy)."""
+        action_mean = self.actor_mean(x)
+        return action_mean + self.actor_logstd.exp() * torch.randn_like(action_mean), action_mean
+
+    def evaluate(self, x, action):
+        """(log-prob of action, entropy, value) for a batch of observations."""
+        action_mean = self.actor_mean(x)
+        action_logstd = self.actor_logstd.expand_as(action_mean)
+        var = torch.exp(2 * action_logstd)
+        logprob = -((action - action_mean) ** 2) / (2 * var) - action_logstd - math.log(math.sqrt(2 * math.pi))
+        entropy = 0.5 + 0.5 * math.log(2 * math.pi) + action_logstd
+        return logprob.sum(1), entropy.sum(1), self.critic(x).view(-1)
+
+
+def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma, gae_lambda):
+    """GAE over a NEXT_STEP rollout; all inputs are (num_steps, num_envs) but next_value, V(obs after the last step).
+
+    Row t is the transition obs[t] -> obs[t+1]. When it ends an episode (dones[t]), obs[t+1] is the true final
+    observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
+    then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
+    """
+    # Speed: the recursion A[t] = delta[t] + coef[t] * A[t+1] solved by a parallel (Hillis-Steele) scan: log2(num_steps)
+    # steps over the whole rollout instead of num_steps tiny ones, so compile and CUDA graphs get a short fixed graph
+    # (LeanRL's compiled loop of 2048 steps takes minutes to compile) and memory stays O(num_steps).
+    next_values = torch.cat([values[1:], next_value.reshape(1, -1)], 0)
+    adv = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas
+    coef = (gamma * gae_lambda) * (1.0 - dones) * valids
+    shift = 1
+    # here A[t] = adv[t] + coef[t] * A[t+shift], with A = 0 past the rollout's end
+    while shift < adv.shape[0]:
+        adv = torch.cat([adv[:-shift] + coef[:-shift] * adv[shift:], adv[-shift:]])
+        coef = torch.cat([coef[:-shift] * coef[shift:], coef[-shift:]])
+        shift *= 2
+    return adv, adv + values
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
+
+
+def compiled(fn, args: Args, **kwargs):
+    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step,
+    return clones."""
+    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
+    if args.compile_mode not in GRAPH_MODES:
+        return fn
+
+    def call(*inputs, **named_inputs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map_only(torch.Tensor, torch.clone, fn(*inputs, **named_inputs))
+
+    return call
+
+
+def adam_settings(args: Args, device: torch.device) -> dict:
+    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
+    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
+    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
+    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    if args.compile:
+        return {}
+    if args.cudagraphs and device.type == "cuda":
+        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
+        # can impair performance) is not the user's to act on
+        warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
+        return dict(capturable=True, foreach=True)
+    return dict(fused=True)
+
+
+def make_ppo(args: Args, agent, device):
+    """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
+    minibatch), compiled and/or graph-captured as asked."""
+    ppo = SimpleNamespace(agent=agent)
+    # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures
+    lr = torch.tensor(args.learning_rate, device=device)
+    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+
+    def policy(obs):
+        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action
+        # is for evaluation.
+        with torch.no_grad():
+            return agent.get_action(obs)
+
+    def gae(next_obs, obs, actions, rewards, terminations, dones, valids):
+        # Speed: the rollout's log-probs and values in one batched forward (the parameters did not change)
+        with torch.no_grad():
+            logprobs, _, values = agent.evaluate(obs.flatten(0, 1), actions.flatten(0, 1))
+            # bootstrap value (next_obs is the true final observation if the last step ended an episode)
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+        values = values.view(rewards.shape)
+        advantages, returns = compute_gae(
+            rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
+        )
+        return dict(logprobs=logprobs, values=values.flatten(), advantages=advantages.flatten(), returns=returns.flatten())
+
+    def update(obs, actions, logprobs, advantages, returns, values, valids, idx):
+        # Speed: the minibatch is gathered inside the (compiled) update from indices drawn on the device.
+        obs = obs[idx]
+        actions = actions[idx]
+        logprobs = logprobs[idx]
+        advantages = advantages[idx]
+        returns = returns[idx]
+        values = values[idx]
+        w = valids[idx]  # reset rows stay, with weight 0
+        wsum = w.sum().clamp(min=1.0)
+        optimizer.zero_grad()
+        newlogprob, entropy, newvalue = agent.evaluate(obs, actions)
+        logratio = newlogprob - logprobs
+        ratio = logratio.exp()
+
+        with torch.no_grad():
+            # calculate approx_kl http://joschu.net/blog/kl-approx.html
+            old_approx_kl = (-logratio * w).sum() / wsum
+            approx_kl = (((ratio - 1) - logratio) * w).sum() / wsum
+            clipfrac = (((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum
+
+        if args.norm_adv:  # mean and (unbiased) std over the valid rows
+            mean = (advantages * w).sum() / wsum
+            std = (((advantages - mean) ** 2 * w).sum() / (wsum - 1).clamp(min=1.0)).sqrt()
+            advantages = (advantages - mean) / (std + 1e-8)
+
+        # Policy loss
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+        pg_loss = (torch.max(pg_loss1, pg_loss2) * w).sum() / wsum
+
+        # Value loss
+        if args.clip_vloss:
+            v_loss_unclipped = (newvalue - returns) ** 2
+            v_clipped = values + torch.clamp(newvalue - values, -args.clip_coef, args.clip_coef)
+            v_loss_clipped = (v_clipped - returns) ** 2
+            v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+            v_loss = 0.5 * (v_loss_max * w).sum() / wsum
+        else:
+            v_loss = 0.5 * (((newvalue - returns) ** 2) * w).sum() / wsum
+
+        entropy_loss = (entropy * w).sum() / wsum
+        loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+        # Speed: the statistics stay on the device, read once per iteration
+        return dict(
+            value_loss=v_loss.detach(),
+            policy_loss=pg_loss.detach(),
+            entropy=entropy_loss.detach(),
+            old_approx_kl=old_approx_kl,
+            approx_kl=approx_kl,
+            clipfrac=clipfrac,
+        )
+
+    ppo.policy, ppo.gae, ppo.update = policy, gae, update
+    if args.compile:  # Speed: torch.compile fuses the small ops of each function
+        ppo.policy = compiled(policy, args)
+        ppo.gae = compiled(gae, args)
+        ppo.update = compiled(update, args)
+    if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
+        # a compiled function wants one more eager call before capture
+        warmup = 3 if args.compile else 2
+        ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
+        ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
+        ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
+    return ppo
+
+
+class EnvRunner:
+    """Runners: one of --env-runners Ray actors, as RLlib's env runners. It owns num_envs / env_runners of the envs
+    (made and seeded as the core file makes them) and a CPU copy of the agent, and steps its envs through a whole
+    rollout with the weights the learner sent: it meets the learner only at the rollout's end, never in lock-step."""
+
+    def __init__(self, args: Args, index: int, video_dir: str):
+        import ray
+
+        silence_v4_notices()
+        n = args.num_envs // args.env_runners
+        self.first = index * n  # its envs: first .. first + n - 1 of the learner's
+        self.envs = gym.vector.SyncVectorEnv(
+            [
+                make_env(args.env_id, self.first + i, args.capture_video and not args.eval_episodes, video_dir, args.gamma)
+                for i in range(n)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+        obs_dim = int(np.prod(self.envs.single_observation_space.shape))
+        action_dim = int(np.prod(self.envs.single_action_space.shape))
+        self.agent = Agent(obs_dim, action_dim)
+        torch.manual_seed(args.seed + 1 + index)  # each runner's own action noise
+        # the learner's host rows, for this runner's share of the envs
+        self.stage = dict(
+            obs=np.zeros((args.num_steps, n, obs_dim), np.float32),
+            actions=np.zeros((args.num_steps, n, action_dim), np.float32),
+            rewards=np.zeros((args.num_steps, n), np.float32),
+            terminations=np.zeros((args.num_steps, n), np.float32),
+            dones=np.zeros((args.num_steps, n), np.float32),
+            valids=np.zeros((args.num_steps, n), np.float32),
+        )
+        # SyncVectorEnv seeds env i with seed + i: the learner's seeds
+        self.seed = args.seed + self.first
+        self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(n, -1).astype(np.float32)
+        # carried across rollouts: the first row after a done is a reset
+        self.next_done = np.zeros(n, dtype=bool)
+        # where it runs, and whether Ray restarted it (its process or node died)
+        context = ray.get_runtime_context()
+        self.node = context.get_node_id()
+        # ray 2.60 warns of its own deprecated actor_id, used inside
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.restarted = context.was_current_actor_reconstructed
+
+    def sample(self, weights, statistics):
+        """One rollout with the learner's weights: the core file's rollout loop, on this runner's envs. `statistics`:
+        its envs' normalization statistics after the last rollout, put back if Ray restarted this runner (its new envs
+        start from none)."""
+        restarted = self.restarted
+        # then a reset, so that even the first observation is normalized with them
+        if restarted and statistics:
+            self.envs.set_attr("obs_rms", statistics["obs_rms"])
+            self.envs.set_attr("return_rms", statistics["return_rms"])
+            self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(len(self.next_obs), -1).astype(np.float32)
+        self.restarted = False
+        self.agent.load_state_dict(weights)
+        stage, episodes = self.stage, []
+        for step in range(len(stage["obs"])):
+            stage["obs"][step] = self.next_obs
+            stage["valids"][step] = ~self.next_done  # 0 on a NEXT_STEP reset row
+
+            # ALGO LOGIC: action logic (the log-probs and values are computed by the learner, batched)
+            with torch.no_grad():
+                action = self.agent.get_action(torch.from_numpy(self.next_obs))[0].numpy()
+            stage["actions"][step] = action
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, termination, truncation, infos = self.envs.step(action)
+            self.next_done = np.logical_or(termination, truncation)
+            stage["rewards"][step] = reward
+            stage["terminations"][step] = termination
+            stage["dones"][step] = self.next_done
+            self.next_obs = next_obs.reshape(len(next_obs), -1).astype(np.float32)
+            for i in np.flatnonzero(infos.get("_episode", [])):
+                episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+        statistics = dict(obs_rms=self.envs.get_attr("obs_rms"), return_rms=self.envs.get_attr("return_rms"))
+        out = dict(stage, next_obs=self.next_obs, episodes=episodes, statistics=statistics)
+        return dict(out, node=self.node, restarted=restarted)
+
+
+class Runners:
+    """Runners: the learner's side of --env-runners. Joins Ray (--ray-address, else a local Ray on 127.0.0.1), spreads
+    the runners over its nodes, broadcasts the weights and gathers the rollouts in env order. Ray restarts a runner
+    whose process or node died and asks it for its rollout again (max_restarts, max_task_retries)."""
+
+    def __init__(self, args: Args):
+        # read when ray is imported: else Ray advertises the machine's network address
+        if args.ray_address is None:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        import ray  # imported only here, so that --help and the checks run without ray
+
+        self.ray = ray
+        self.args = args
+        self.restarts = []  # (runner, node it came back on, node it was on) of each restart
+        try:
+            # the embedded default: no setup, loopback only, no dashboard
+            if args.ray_address is None:
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
+            else:
+                ray.init(address=args.ray_address, logging_level="ERROR")
+        except ConnectionError as e:
+            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        # Said at the start, for Ray would wait for the CPUs forever: the cluster's free CPUs, and the runners each
+        # node can hold (a runner lives on one node)
+        free = ray.available_resources().get("CPU", 0.0)
+        need = args.env_runners * args.env_runner_cpus
+        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
+        if need > free or fit < args.env_runners:
+            ray.shutdown()
+            sys.exit(
+                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
+                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
+            )
+
+    def start(self, video_dir):
+        # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
+        # ends the run) and its rollout is asked for again
+        options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
+        runner = self.ray.remote(EnvRunner).options(**options)
+        self.actors = [runner.remote(self.args, i, video_dir) for i in range(self.args.env_runners)]
+        # each runner's node, as its last rollout reported it
+        self.nodes = [None] * len(self.actors)
+        self.all_nodes = []  # every node a runner ran on
+        self.statistics = [None] * len(self.actors)
+
+    def sample(self, agent, stage):
+        """Every runner's rollout with the agent's weights, into the rows of `stage` in env order. Returns the
+        observation after the last step, the finished episodes in env order, and env 0's statistics."""
+        # one broadcast per iteration
+        weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})
+        calls = [actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)]
+        waited = 0
+        pending = calls
+        while pending:  # never a silent wait: a line each minute while rollouts are missing
+            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
+            waited += 60
+            if pending:
+                missing = [calls.index(call) for call in pending]
+                print(
+                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
+                    " them: it waits for free CPUs)",
+                    file=sys.stderr,
+                )
+        try:
+            results = self.ray.get(calls)
+        except self.ray.exceptions.RayError as e:
+            # a runner's error: its traceback, then the run stops
+            print(e, file=sys.stderr)
+            raise ConnectionError("an env runner failed") from e
+        n = self.args.num_envs // len(self.actors)
+        for i, result in enumerate(results):
+            if result["restarted"]:
+                print(
+                    f"warning: --env-runners: runner {i} was restarted by Ray (its process or node was lost)", file=sys.stderr
+                )
+                self.restarts.append(dict(runner=i, node=result["node"], was_on=self.nodes[i]))
+            self.nodes[i], self.statistics[i] = result["node"], result["statistics"]
+            if result["node"] not in self.all_nodes:
+                self.all_nodes.append(result["node"])
+            for k in stage:
+                stage[k][:, i * n : (i + 1) * n] = result[k]
+        next_obs = np.concatenate([result["next_obs"] for result in results])
+        episodes = [episode for result in results for episode in result["episodes"]]
+        return next_obs, episodes, results[0]["statistics"]["obs_rms"][0]
+
+    def summary(self):  # for summary.json
+        return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
+
+    def close(self):
+        self.ray.shutdown()
+
+
+def main(args: Args):
+    check_args(args)
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    num_iterations = args.total_timesteps // batch_size
+    # Runners: Ray joined before the run folder is made (too few CPUs: none made)
+    runners = Runners(args)
+    log = RunLog(
+        args,
+        [
+            "learning_rate",
+            "value_loss",
+            "policy_loss",
+            "entropy",
+            "old_approx_kl",
+            "approx_kl",
+            "clipfrac",
+            "explained_variance",
+        ],
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    # Runners: the envs are theirs (NEXT_STEP autoreset, as in the core file); one made here gives the spaces
+    runners.start(os.path.join(log.run_dir, "videos"))
+    probe = make_env(args.env_id, -1, False, None, args.gamma)()
+    obs_dim, action_dim = int(np.prod(probe.observation_space.shape)), int(np.prod(probe.action_space.shape))
+    probe.close()
+
+    agent = Agent(obs_dim, action_dim).to(device)
+    ppo = make_ppo(args, agent, device)
+    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    obs_rms = None
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
+        # (checked in check_args)
+        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
+
+    # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
+    # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
+    # per step. (Pageable, not pinned: each copy is staged before it returns, so the next rollout may write the rows.)
+    host = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs, obs_dim)),
+        actions=torch.zeros((args.num_steps, args.num_envs, action_dim)),
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terminations=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valids=torch.zeros((args.num_steps, args.num_envs)),
+    )
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
+
+    status, global_step = "finished", 0
+
+    # Runners: each runner starts the game in its envs (seeded as the core file seeds them) and carries on from there
+    try:
+        for iteration in range(1, num_iterations + 1):
+            log.count_update(global_step)
+            # Annealing the rate if instructed to do so.
+            lrnow = args.learning_rate
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                lrnow = frac * args.learning_rate
+                # fill_, not copy_: a float copy_ blocks on CUDA
+                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)
+
+            # Runners: each runner's rollout with these weights, gathered in env order into the host rows
+            next_obs, episodes, rms = runners.sample(agent, stage)
+            log.episodes += episodes
+            global_step += args.num_envs * args.num_steps
+
+            for k in storage:
+                storage[k].copy_(host[k], non_blocking=True)
+            # the rollout's log-probs, values, advantages and returns, flat; bootstrap value from next_obs (the true
+            # final observation if the last step ended an episode)
+            rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
+
+            # flatten the batch
+            batch = dict(obs=storage["obs"].view(-1, obs_dim), actions=storage["actions"].view(-1, action_dim))
+            batch.update(rollout, valids=storage["valids"].view(-1))
+
+            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
+            clipfrac_sum = torch.zeros((), device=device)
+            for epoch in range(args.update_epochs):
+                # Speed: the permutation is drawn on the device; no host round trip per minibatch.
+                b_inds = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start : start + minibatch_size]
+                    out = ppo.update(**batch, idx=mb_inds)
+                    clipfrac_sum += out["clipfrac"]
+                # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
+                    break
+
+            # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
+            metrics = dict(
+                out,
+                clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                learning_rate=lrnow,
+                explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
+            )
+            if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
+                status = "diverged"
+                break
+            # env 0's NormalizeObservation statistics (each env keeps its own; Runners: runner 0's, from its rollout)
+            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except ConnectionError as e:
+        # Runners: a runner failed (its error printed above): keep what ran
+        print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        status = "failed"
+    # Runners: no envs to close here (runners.close() below ends the runners and theirs)
+
+    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    def act(obs):
+        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
+        normalized = np.clip(normalized, -10, 10).astype(np.float32)
+        # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
+        repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return ppo.policy(repeated)[1][:1].cpu().numpy()
+
+    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
+    # Runners: the runners, their nodes and restarts, into summary.json
+    status = log.finish(global_step, status, act, model, **runners.summary())
+    runners.close()  # Runners: a local Ray stops; a cluster's ends this run's runners
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=None, log=log, agent=agent, ppo=ppo, storage=storage)
+    state.update(obs_rms=obs_rms, runners=runners)  # Runners: no envs here, the runners had them
+    return state
+
+
+# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
+class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
+    def __init__(self, args, columns):
+        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.terminated = None, None, False
+        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                name = os.path.basename(self.run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
+        self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
+        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
+
+    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
+        self.terminated = True
+        raise KeyboardInterrupt
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
+        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
+        return dict(stats, wall_time_s=now - self.start)
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+        return bool(bad)
+
+    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
+        try:  # Ctrl-C during the evaluation still writes the summary
+            if args.eval_episodes and status == "finished":
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:
+            status = "interrupted"
+        status = "terminated" if status == "interrupted" and self.terminated else status
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(
+            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
+        )
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
+        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return summary["status"]
+
+
+if __name__ == "__main__":
+    run = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))
