@@ -15,6 +15,7 @@ by the names in that file's header.
 """
 
 import argparse
+import csv
 import datetime
 import json
 import os
@@ -25,10 +26,13 @@ import subprocess
 import sys
 from importlib import metadata
 
-import matplotlib.pyplot as plt
-import pandas as pd
-
 ROOT = pathlib.Path(__file__).resolve().parent
+# pandas and matplotlib: only the tables and plots need them, and aggregate() imports them. The records that run.sh
+# makes before and between its runs (bench.json, machine.json, each run's row) need the standard library alone, so
+# that they run where neither is installed (the GPU machine's image): the tables are then made elsewhere.
+pd = None
+plt = None
+TABLES_NEED = "the tables and plots need pandas and matplotlib (pip install -r requirements/requirements-dev.txt)"
 
 # results.csv: one row per run, with these columns
 COLUMNS = [
@@ -97,8 +101,9 @@ def read_runs(folder):
     path = folder / "runs.tsv"
     if not path.is_file():
         return []
-    rows = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-    return rows.astype({"seed": int}).to_dict("records")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [dict(row, seed=int(row["seed"])) for row in rows]
 
 
 def log_tail(folder, log, n=20):
@@ -561,6 +566,10 @@ def aggregate(folder, algorithms=(), variants=()):
     """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it: one table row
     per algorithm, env id, exp name and variant. algorithms and variants (run.sh's lists) order the tables; the variants
     also give the plots their colours. Returns the runs as results.csv has them."""
+    global pd, plt
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
     folder = pathlib.Path(folder).resolve()
     runs = pd.DataFrame(collect_runs(folder), columns=COLUMNS, dtype=object)
     runs = runs.fillna(dict.fromkeys(TEXT_COLUMNS, ""))
@@ -744,7 +753,16 @@ def main(argv):
         parser.add_argument("--algorithms", default="", help="the tables' order of algorithms, comma-separated")
         parser.add_argument("--variants", default="", help="the tables' order of variants, comma-separated (and colours)")
         args = parser.parse_args(argv)
-        aggregate(args.folder, name_list(args.algorithms), name_list(args.variants))
+        try:
+            aggregate(args.folder, name_list(args.algorithms), name_list(args.variants))
+        except ImportError as e:
+            if (e.name or "").split(".")[0] not in ("pandas", "matplotlib"):
+                raise
+            print(
+                f"aggregate.py: {TABLES_NEED}: make them where those are installed, with ./run.sh --aggregate {args.folder}",
+                file=sys.stderr,
+            )
+            sys.exit(3)  # run.sh: no tables here, the runs are recorded all the same
 
 
 if __name__ == "__main__":

@@ -166,9 +166,10 @@ def check_fast_flags(args: Args):
 
 
 def bf16_matmuls(cuda):
-    """Whether the device multiplies bf16 matrices natively (a CPU without it would emulate them, slower than fp32)."""
+    """Whether the device multiplies bf16 matrices natively (a device without it would emulate them, slower than fp32;
+    torch.cuda counts emulation as support unless told not to)."""
     if cuda:
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 

@@ -15,7 +15,9 @@ import sys
 
 import pytest
 from helpers.background import Background, command, descendants, kill_if_still, wait_until
-from helpers.scripts import ROOT, load_script, run_script
+from helpers.scripts import ROOT, importable, load_script, run_script
+
+pytestmark = pytest.mark.skipif(not (importable("ray")), reason="the env runners need ray (requirements.txt)")
 
 CONT = "ppo_continuous_action_ray_torchcompile"
 CORE = "ppo_continuous_action_torchcompile"  # the same PPO with its envs in the learner's process

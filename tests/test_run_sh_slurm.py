@@ -8,9 +8,16 @@ import subprocess
 import time
 
 import pytest
-from test_run_sh import md_rows, read_results, run_sh
+from helpers.run_sh import md_rows, read_results, run_sh
+from helpers.scripts import importable
 
-pytestmark = pytest.mark.slurm
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not (importable("pandas") and importable("matplotlib")),
+        reason="run.sh's tables and plots need pandas and matplotlib (requirements-dev.txt)",
+    ),
+]
 
 
 def cluster_answers():
@@ -28,14 +35,19 @@ def a_cluster():
         pytest.skip("no Slurm cluster answers here (tests/slurm/start-cluster.sh starts one)")
 
 
-def wait_for(job_ids):
-    """Until squeue no longer lists the jobs (the array's tasks and the aggregation)."""
+def wait_for(job_ids, limit=900):
+    """Until squeue no longer lists the jobs (the array's tasks and the aggregation); a job still listed after `limit`
+    seconds (a guard against a stuck job, not a speed bound) fails the test with squeue's view of them."""
+    end = time.time() + limit
     while True:
         listed = subprocess.run(
             ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i"], capture_output=True, text=True
         ).stdout.split()
         if not listed:
             return
+        if time.time() > end:
+            view = subprocess.run(["squeue", "-j", ",".join(job_ids), "-l"], capture_output=True, text=True).stdout
+            raise AssertionError(f"Slurm jobs {job_ids} still listed after {limit} s:\n{view}")
         time.sleep(2)
 
 

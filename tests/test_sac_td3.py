@@ -2,11 +2,12 @@
 and of the compiled path with the eager one, truncation handling, and bad input."""
 
 import copy
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors
 from helpers.parity import assert_all_close, assert_params_close
@@ -163,69 +164,34 @@ def _split(batch):
     return obs, next_obs, actions, batch[:, -2], batch[:, -1]
 
 
-def _baseline_sac_step(base, nets, batch, i, gamma=0.99, tau=0.005):
-    """CleanRL's SAC update as the baseline script writes it, on the baseline's own networks."""
-    actor, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt, log_alpha, al_opt = nets
+def _baseline_steps(base, algo, nets, batch, n=3):
+    """n learning steps of the baseline as its file writes them (main()'s own `if global_step > args.learning_starts:`
+    block, run on these networks with this batch): the Q values' means and the losses of each step, as _steps gives
+    them (the last actor update's, where SAC makes two)."""
     o, no, a, r, d = _split(batch)
-    torch.manual_seed(100 + i)
-    alpha = log_alpha.exp().item()
-    with torch.no_grad():
-        na, nlp, _ = actor.get_action(no)
-        target = r + (1 - d) * gamma * (torch.min(qf1_t(no, na), qf2_t(no, na)) - alpha * nlp).view(-1)
-    q1, q2 = qf1(o, a).view(-1), qf2(o, a).view(-1)
-    l1, l2 = F.mse_loss(q1, target), F.mse_loss(q2, target)
-    q_opt.zero_grad()
-    (l1 + l2).backward()
-    q_opt.step()
-    outs = [torch.stack([q1.mean(), q2.mean()]), torch.stack([l1, l2])]
-    for _ in range(2):
-        pi, lp, _ = actor.get_action(o)
-        actor_loss = (alpha * lp - torch.min(qf1(o, pi), qf2(o, pi))).mean()
-        a_opt.zero_grad()
-        actor_loss.backward()
-        a_opt.step()
-        with torch.no_grad():
-            _, lp, _ = actor.get_action(o)
-        alpha_loss = (-log_alpha.exp() * (lp - ACTION_DIM)).mean()
-        al_opt.zero_grad()
-        alpha_loss.backward()
-        al_opt.step()
-        alpha = log_alpha.exp().item()
-        outs += [actor_loss, alpha_loss]
-    for net, net_t in ((qf1, qf1_t), (qf2, qf2_t)):
-        for p, pt in zip(net.parameters(), net_t.parameters()):
-            pt.data.copy_(tau * p.data + (1 - tau) * pt.data)
+    rows = [o, a, no, r[:, None], d[:, None]]  # as the baseline's buffer samples them
+    args = base.Args(learning_starts=0, policy_frequency=2 if algo == "sac" else 1)  # (SAC's targets: every step)
+    names = dict(nets, args=args, rb=SimpleNamespace(sample=lambda batch_size: rows), device=torch.device("cpu"))
+    names.update(log=SimpleNamespace(count_update=lambda global_step: None), global_step=2)  # an update step, even
+    if algo == "sac":
+        names.update(alpha=nets["log_alpha"].exp().item(), target_entropy=-float(ACTION_DIM))
+    else:
+        names.update(action_low=-2.0, action_high=2.0)
+    outs = []
+    for i in range(n):
+        torch.manual_seed(100 + i)
+        scope = run(training_block(ALGOS[algo]), base, **names)
+        names.update(alpha=scope.get("alpha"))
+        q_values = torch.stack([scope["qf1_a_values"].mean(), scope["qf2_a_values"].mean()])
+        outs += [q_values, torch.stack([scope["qf1_loss"], scope["qf2_loss"]]), scope["actor_loss"]]
+        outs += [scope["alpha_loss"]] if algo == "sac" else []
     return [x.detach().clone() for x in outs]
-
-
-def _baseline_td3_step(base, nets, batch, i, gamma=0.99, tau=0.005, policy_noise=0.2, noise_clip=0.5):
-    """CleanRL's TD3 update (policy_frequency 1 here) as the baseline script writes it."""
-    actor, actor_t, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt = nets
-    o, no, a, r, d = _split(batch)
-    torch.manual_seed(100 + i)
-    with torch.no_grad():
-        noise = (torch.randn_like(a) * policy_noise).clamp(-noise_clip, noise_clip) * actor_t.action_scale
-        na = (actor_t(no) + noise).clamp(-2.0, 2.0)
-        target = r + (1 - d) * gamma * torch.min(qf1_t(no, na), qf2_t(no, na)).view(-1)
-    q1, q2 = qf1(o, a).view(-1), qf2(o, a).view(-1)
-    l1, l2 = F.mse_loss(q1, target), F.mse_loss(q2, target)
-    q_opt.zero_grad()
-    (l1 + l2).backward()
-    q_opt.step()
-    actor_loss = -qf1(o, actor(o)).mean()
-    a_opt.zero_grad()
-    actor_loss.backward()
-    a_opt.step()
-    for net, net_t in ((actor, actor_t), (qf1, qf1_t), (qf2, qf2_t)):
-        for p, pt in zip(net.parameters(), net_t.parameters()):
-            pt.data.copy_(tau * p.data + (1 - tau) * pt.data)
-    return [x.detach().clone() for x in (torch.stack([q1.mean(), q2.mean()]), torch.stack([l1, l2]), actor_loss)]
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_fast_update_equals_cleanrl_update(algo):
-    """The fast variant's rewrite (stacked vmapped critics, detached critic in the actor loss, the written-out
-    density, the multi-tensor lerp) computes what the baseline's CleanRL update computes, step for step."""
+    """The fast variant's rewrite (detached critic in the actor loss, the written-out density, the multi-tensor lerp)
+    computes what the baseline's CleanRL update computes, step for step: the baseline's side is its own code."""
     base, fast = load_script(ALGOS[algo]), load_script(ALGOS[algo] + "_torchcompile")
     torch.manual_seed(0)
     agent = _make(fast, algo, compile=False)
@@ -242,16 +208,16 @@ def test_fast_update_equals_cleanrl_update(algo):
     q_opt = torch.optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=agent.q_optimizer.defaults["lr"])
     a_opt = torch.optim.Adam(actor.parameters(), lr=agent.actor_optimizer.defaults["lr"])
     batch = _batch(1)
+    nets = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_t, qf2_target=qf2_t, q_optimizer=q_opt, actor_optimizer=a_opt)
     if algo == "sac":
         log_alpha = torch.zeros(1, requires_grad=True)
-        nets = (actor, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt, log_alpha, torch.optim.Adam([log_alpha], lr=1e-3))
-        expected = sum((_baseline_sac_step(base, nets, batch, i) for i in range(3)), [])
-        got = _steps(agent, algo, batch)
+        nets.update(log_alpha=log_alpha, a_optimizer=torch.optim.Adam([log_alpha], lr=1e-3))
     else:
-        actor_t = copy.deepcopy(actor)
-        nets = (actor, actor_t, qf1, qf2, qf1_t, qf2_t, q_opt, a_opt)
-        expected = sum((_baseline_td3_step(base, nets, batch, i) for i in range(3)), [])
-        got = _steps(agent, algo, batch)
+        nets.update(target_actor=copy.deepcopy(actor))
+    expected = _baseline_steps(base, algo, nets, batch)
+    got = _steps(agent, algo, batch)
+    if algo == "sac":  # per step: Q values, losses, then two actor updates (loss, alpha loss): the last one's
+        got = [x for i, x in enumerate(got) if i % 6 not in (2, 3)]
     assert_all_close(got, expected, "losses")
     # and the same new parameters
     assert_all_close(
@@ -440,6 +406,26 @@ def test_bf16_refused_in_one_line_where_the_cpu_lacks_it(script, monkeypatch, ca
     module.check_fast_flags(module.Args(cuda=False))  # fp32 goes on
 
 
+@pytest.mark.parametrize("script", ["sac_continuous_action_torchcompile", "td3_continuous_action_torchcompile"])
+def test_bf16_refused_in_one_line_on_a_gpu_that_only_emulates_it(script, monkeypatch):
+    """A V100 or T4: torch.cuda.is_bf16_supported() says True by default, counting emulation; the scripts ask for native
+    bf16 (including_emulation=False) and refuse. CUDA is faked here for the check alone."""
+    module = load_script(script)
+    asked = []
+
+    def is_bf16_supported(including_emulation=True):  # torch's signature: emulation counts unless told otherwise
+        asked.append(including_emulation)
+        return including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    with pytest.raises(SystemExit) as stop:
+        module.check_fast_flags(module.Args(cuda=True, precision="bf16"))
+    assert str(stop.value) == (
+        "error: --precision bf16: this GPU has no native bf16 matmuls: emulated, they are slower than fp32"
+    ) and asked == [False]
+
+
 BF16_RUNS = [("sac", []), pytest.param("sac", ["--compile"], marks=pytest.mark.compile), ("td3", [])]
 
 
@@ -452,7 +438,8 @@ def test_bf16_run(algo, flags, tmp_path):
         script, "--env-id", "Pendulum-v1", *SHORT, "--precision", "bf16", *flags, tmp_path=tmp_path, expect_ok=supported
     )
     if not supported:
-        assert proc.returncode != 0 and proc.stderr.strip().startswith("error: --precision bf16:")
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]  # (after the --cuda warning)
+        assert proc.returncode != 0 and len(errors) == 1 and errors[0].startswith("error: --precision bf16:"), proc.stderr
         return
     assert summary["status"] == "finished" and summary["args"]["precision"] == "bf16"
     last = read_metrics(summary)[-1]

@@ -77,3 +77,12 @@ def check_summary(summary, script, algo, env_id, total_timesteps, compile=False,
     assert summary["warmup_s"] is not None and summary["warmup_s"] >= 0
     assert summary["cpu_count"] == os.cpu_count()
     assert not {"env_id", "seed", "compile", "cudagraphs", "env_runners"} & set(summary)  # nothing written twice
+
+
+def importable(name):
+    """Whether `import name` works in this process (a test that needs a package skips where it does not)."""
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        return False
