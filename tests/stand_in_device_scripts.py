@@ -10,9 +10,9 @@ import types
 import numpy as np
 import pytest
 import torch
-import tyro
 from helpers.fake_device import FakeCuda, is_fake
 from helpers.gpu import sync_problems
+from helpers.in_process import count_policy_calls, prepare
 from helpers.scripts import load_script
 
 OBS_DIM, ACTION_DIM = 3, 1
@@ -185,30 +185,15 @@ def test_the_loop_reads_the_device_only_for_the_action_and_the_logs(script, tmp_
     """Each fast file's real main() loop, its envs included, on the stand-in device: the host reads the device at most
     once per policy call (the action the env needs) and once per metrics row (the logged values), and nowhere else.
     This is the sync budget doc/gpu.md checks with torch.cuda.set_sync_debug_mode, here on every CI run."""
-    module = load_script(script)
-    monkeypatch.chdir(tmp_path)
-    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, LOOPS[script])])
-    calls = {"policy": 0, "rows": 0}
-    builder = next(name for name in ("make_sac", "make_td3", "make_dqn", "make_ppo") if hasattr(module, name))
-    build, row = getattr(module, builder), module.RunLog.row
-
-    def build_and_count(*a, **kw):
-        agent = build(*a, **kw)
-        fake.reset_reads()  # what building reads once (Adam checks a tensor lr's value) is not the loop's
-        policy = agent.policy
-
-        def counted(*x, **y):
-            calls["policy"] += 1
-            return policy(*x, **y)
-
-        agent.policy = counted
-        return agent
+    module, args = prepare(script, *LOOPS[script], tmp_path=tmp_path, monkeypatch=monkeypatch)
+    # what building reads once (Adam checks a tensor lr's value) is not the loop's
+    calls = count_policy_calls(module, monkeypatch, lambda: 1, on_build=lambda: fake.reset_reads())
+    calls["rows"], row = 0, module.RunLog.row
 
     def counted_row(*a, **kw):
         calls["rows"] += 1
         return row(*a, **kw)
 
-    monkeypatch.setattr(module, builder, build_and_count)
     monkeypatch.setattr(module.RunLog, "row", counted_row)
     with FakeCuda() as fake:
         monkeypatch.setattr(module, "torch", torch_with_a_stand_in_cuda(fake))

@@ -4,19 +4,16 @@ buffer) or the rollout (PPO) that the sync run stores, sees the same episodes an
 Atari scripts step their envs in envpool's threads: --envpool-threads sets how many, --async-envs is refused. Ctrl-C
 with --async-envs ends the run as without it."""
 
-import json
-import os
 import pathlib
 import signal
 import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 import torch
+from helpers.background import Background, wait_until
 from helpers.in_process import run_in_process
-from helpers.scripts import SCRIPTS, load_script, run_script
+from helpers.scripts import load_script, run_script
 
 OFF_POLICY = [
     "--env-id",
@@ -157,38 +154,18 @@ def test_atari_refuses_async_envs_and_takes_envpool_threads(script, tmp_path, ca
 def test_ctrl_c_with_async_envs_writes_the_summary(script, tmp_path):
     """Ctrl-C reaches the whole process group, the env workers too: they ignore it, the training process stops them and
     writes its summary (and PPO's model.pt with the observation statistics), exit status 130, no worker left behind."""
-    out = tmp_path / "runs"
-    cmd = [
-        sys.executable,
-        str(SCRIPTS / f"{script}.py"),
-        "--env-id",
-        "Pendulum-v1",
-        "--num-envs",
-        "2",
-        "--async-envs",
-        "--total-timesteps",
-        "1000000",
-        "--save-model",
-        "--output-dir",
-        str(out),
-    ] + (["--num-steps", "64"] if "ppo" in script else [])
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(1200):  # until the run has logged a few rows (PPO: iterations, with their statistics)
-            rows = list(out.glob("*/metrics.csv"))
-            if rows and len(rows[0].read_text().splitlines()) > 3:
-                break
-            time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, stderr[-3000:]
-    summary = json.loads(pathlib.Path(stdout.strip().splitlines()[-1]).read_text())  # the last line printed
-    assert summary["status"] == "interrupted" and "Traceback" not in stderr, stderr[-3000:]
-    saved = torch.load(next(out.glob("*/model.pt")), weights_only=True)
-    if "ppo" in script:
-        assert saved["obs_rms"]["count"] > 1
-    leftover = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    assert not leftover, leftover
+    flags = ["--env-id", "Pendulum-v1", "--num-envs", 2, "--async-envs", "--total-timesteps", 1_000_000, "--save-model"]
+    flags += ["--num-steps", 64] if "ppo" in script else []
+    with Background(script, *flags, tmp_path=tmp_path) as run:
+        run.wait_for_rows(3)  # a few rows (PPO: iterations, with their statistics)
+        run.signal(signal.SIGINT, group=True)  # as a terminal's Ctrl-C
+        summary = run.finish(limit=120, status=130)
+        assert summary["status"] == "interrupted" and "Traceback" not in "".join(run.stderr), run.output()
+        saved = torch.load(pathlib.Path(summary["_run_dir"]) / "model.pt", weights_only=True)
+        if "ppo" in script:
+            assert saved["obs_rms"]["count"] > 1
+
+        def group_gone():
+            return not subprocess.run(["pgrep", "-g", str(run.proc.pid)], capture_output=True, text=True).stdout.split()
+
+        wait_until(group_gone, 60, "no process of the run left", run.output)

@@ -3,10 +3,12 @@ CleanRL's update and of the compiled path with the eager one, the epsilon schedu
 autograd history, and bad input. (Long runs with the memory check are in test_long_runs.py, the real loop's sync
 watch on a GPU in test_gpu_loops_and_graphs.py, CleanRL's smoke command in test_cleanrl_commands.py too.)"""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors, run_in_process
 from helpers.parity import assert_all_close, assert_greedy, assert_params_close
@@ -165,27 +167,22 @@ def test_fast_update_equals_cleanrl_update():
     q_network.load_state_dict(agent.q_network.state_dict())
     target_network.load_state_dict(q_network.state_dict())
     optimizer = torch.optim.Adam(q_network.parameters(), lr=base.Args().learning_rate)
+    # the baseline's own learning block (main()'s `if global_step > args.learning_starts:`): an update on every step,
+    # the target (tau 1: it becomes the online network) on global step 2 only
+    args = base.Args(learning_starts=0, train_frequency=1, target_network_frequency=2, tau=1.0)
+    names = dict(args=args, q_network=q_network, target_network=target_network, optimizer=optimizer)
+    names.update(log=SimpleNamespace(count_update=lambda global_step: None))
     got, expected = [], []
     for i in range(3):
         torch.manual_seed(100 + i)
         b = agent.rb.sample(BATCH)  # the batch the update draws with this seed
-        o, no, r, d = b["obs"], b["next_obs"], b["rewards"], b["dones"]
-        a = b["actions"].long().unsqueeze(1)
-        # CleanRL's update as the baseline script writes it
-        with torch.no_grad():
-            target_max, _ = target_network(no).max(dim=1)
-            td_target = r.flatten() + 0.99 * target_max * (1 - d.flatten())
-        old_val = q_network(o).gather(1, a).squeeze(1)
-        loss = F.mse_loss(td_target, old_val)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        expected += [loss.detach(), old_val.detach().mean()]
+        rows = [b["obs"], b["actions"].long().unsqueeze(1), b["next_obs"], b["rewards"][:, None], b["dones"][:, None]]
+        rb = SimpleNamespace(sample=lambda batch_size: rows)  # as the baseline's buffer samples them
+        scope = run(training_block(BASE), base, **names, rb=rb, global_step=i + 1)
+        expected += [scope["loss"].detach(), scope["old_val"].detach().mean()]
         torch.manual_seed(100 + i)
         got += [t.clone() for t in agent.update().values()]
-        if i == 1:  # tau = 1: the target becomes the online network
-            for tp, p in zip(target_network.parameters(), q_network.parameters()):
-                tp.data.copy_(1.0 * p.data + (1.0 - 1.0) * tp.data)
+        if i == 1:
             agent.update_target()
     assert_all_close(got, expected, "losses")
     assert_params_close(

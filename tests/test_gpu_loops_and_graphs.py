@@ -104,10 +104,10 @@ def test_the_loop_syncs_only_for_the_action(script, flags, tmp_path, monkeypatch
     assert run.state["device"].type == "cuda" and run.state["status"] == "finished"
     source = str(SCRIPTS / f"{script}.py")
     where = [(w.filename, w.lineno, linecache.getline(w.filename, w.lineno).strip()) for w in run.syncs]
-    assert not sync_problems(where, source, run.policy_calls, len(run.rss)), sync_problems(
-        where, source, run.policy_calls, len(run.rss)
+    assert not sync_problems(where, source, run.calls["policy"], len(run.rss)), sync_problems(
+        where, source, run.calls["policy"], len(run.rss)
     )
-    assert run.policy_calls and any(".cpu()" in w[2] for w in where), "no policy call or no sync seen: the watch was not on"
+    assert run.calls["policy"] and any(".cpu()" in w[2] for w in where), "no policy call or no sync seen: the watch was not on"
 
 
 # ---------------------------------------------------------------- fresh random numbers in every replay
@@ -148,7 +148,7 @@ def replay_rows(device, n=64):
     obs, next_obs = torch.randn(n, OBS_DIM, generator=g), torch.randn(n, OBS_DIM, generator=g)
     actions = torch.rand(n, ACTION_DIM, generator=g) * 4 - 2
     rewards, dones = torch.randn(n, 1, generator=g), (torch.rand(n, 1, generator=g) < 0.2).float()
-    return torch.cat([obs, next_obs, actions, rewards, dones], 1).to(device)
+    return torch.cat([obs, actions, next_obs, rewards, dones], 1).to(device)  # the replay buffer's own column order
 
 
 def off_policy_agents(algo, flags):

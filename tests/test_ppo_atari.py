@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from helpers.parity import assert_all_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 ENV_ID = "Breakout-v5"
@@ -360,8 +361,7 @@ def test_compiled_update_matches_eager(compiled_pair):
         mb = minibatch(seed=i)
         out, out_c = update(*mb), update_c(*mb)
         torch.testing.assert_close(out_c, out, rtol=1e-4, atol=1e-5)
-        for p, p_c in zip(agent.parameters(), agent_c.parameters()):
-            torch.testing.assert_close(p_c, p, rtol=1e-5, atol=1e-6)
+        assert_all_close(list(agent_c.parameters()), list(agent.parameters()), "parameters", rtol=1e-5, atol=1e-6)
     assert out["value_loss"] > 0 and out["entropy"] > 1.0  # a real value loss, a near-uniform entropy
     moved = [(p - b).abs().max().item() for p, b in zip(agent.parameters(), before)]
     assert min(moved) > 1e-5  # every parameter was updated
@@ -411,8 +411,7 @@ def test_cudagraphs_match_eager(fast, compile):
         mb = [x.to(cuda) for x in minibatch(seed=i)]
         out, out_g = update(*mb), update_g(*mb)
         torch.testing.assert_close(out_g, out, rtol=1e-3, atol=1e-4)
-        for p, p_g in zip(agent.parameters(), agent_g.parameters()):
-            torch.testing.assert_close(p_g, p, rtol=1e-4, atol=1e-5)
+        assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters")
         obs = mb[0][:2]
         _, _, v, _ = policy(obs)
         a_g, logp_g, v_g, greedy_g = policy_g(obs)

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers.parity import assert_all_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 BASE = "ppo_continuous_action"
@@ -139,14 +140,14 @@ def reference_gae(rewards, values, next_value, terms, dones, valids):
     """The definition, summed term by term: A[t] = sum_k (gamma lambda)^(k-t) delta_k up to the episode's last row."""
     r, v, nv = rewards.double().numpy(), values.double().numpy(), next_value.double().numpy().reshape(-1)
     te, d, va = terms.numpy(), dones.numpy(), valids.numpy()
-    adv = np.zeros_like(r)
+    adv, steps = np.zeros_like(r), r.shape[0]
     for e in range(r.shape[1]):
-        for t in range(T):
+        for t in range(steps):
             if not va[t, e]:
                 continue  # a reset row is not a transition
             acc, disc = 0.0, 1.0
-            for k in range(t, T):
-                v_next = nv[e] if k == T - 1 else v[k + 1, e]  # obs[k+1] is the true final obs when row k ends an episode
+            for k in range(t, steps):
+                v_next = nv[e] if k == steps - 1 else v[k + 1, e]  # obs[k+1] is the true final obs when row k ends an episode
                 acc += disc * (r[k, e] + GAMMA * v_next * (1.0 - te[k, e]) - v[k, e])
                 if d[k, e]:
                     break
@@ -268,8 +269,7 @@ def check_update_parity(eager, accel, batch, calls):
         stats_e, stats_a = update_e(*batch, idx), update_a(*batch, idx)
         assert len(stats_e) == 6 and all(torch.isfinite(v) for v in stats_e.values())
         torch.testing.assert_close(stats_a, stats_e, rtol=1e-4, atol=1e-5)
-        for pe, pa in zip(agent_e.parameters(), agent_a.parameters()):
-            torch.testing.assert_close(pa, pe, rtol=1e-4, atol=1e-5)
+        assert_all_close(list(agent_a.parameters()), list(agent_e.parameters()), "parameters")
         if i == calls - 1:
             assert all(torch.equal(p, q) for p, q in zip(agent_a.parameters(), before))
     assert any(not torch.allclose(p, q) for p, q in zip(agent_e.parameters(), start))  # the update did learn
@@ -395,3 +395,90 @@ def test_cudagraph_update_and_policy_match_eager(fast, compile_):
         torch.testing.assert_close(policy_g(obs), policy_e(obs), rtol=1e-4, atol=1e-5)  # the action and the mean
     for _ in range(5):  # past the warm-up: captured, then replayed
         check_gae_parity(gae_e, gae_g, graphed[0])
+
+
+# --- the real loop's rows on an env whose episodes a test knows ---------------------------------------------------
+
+# Counter (tests/helpers/envs.py): obs [episode, t], reward t; episode 0 is truncated at t=3, episode 1 terminates at
+# t=4, and so on. One env, one rollout of 16 steps under NEXT_STEP autoreset: the row after each done is a reset row
+# (valid 0, reward 0, its action ignored) whose obs is the true final obs of the episode that just ended.
+COUNTER_OBS = [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2], [1, 3], [1, 4], [2, 0], [2, 1], [2, 2], [2, 3]]
+COUNTER_OBS += [[3, 0], [3, 1], [3, 2]]
+COUNTER_REWARDS = [1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2, 3]
+COUNTER_DONES = [2, 7, 11]  # truncated, terminated, truncated
+COUNTER_RESETS = [3, 8, 12]
+
+
+@pytest.mark.parametrize("script", [BASE, FAST])
+def test_the_real_loop_stores_known_rows_and_bootstraps_from_the_true_final_obs(script, tmp_path, monkeypatch):
+    from helpers.envs import Counter
+
+    module = load_script(script)
+    box = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    gym.register("CounterBox-v0", entry_point=lambda **kwargs: Counter(box))
+
+    def make_env(env_id, idx, capture_video, video_dir, gamma):  # the loop's env, its statistics frozen: known rows
+        def thunk():
+            env = gym.wrappers.NormalizeObservation(gym.wrappers.RecordEpisodeStatistics(Counter(box)))
+            env.update_running_mean = False  # mean 0, variance 1: the observations stay as they are (in float32)
+            return env
+
+        return thunk
+
+    monkeypatch.setattr(module, "make_env", make_env)
+    seen = {}
+    if script == BASE:  # what the loop hands to GAE, and what GAE gives back
+        compute_gae = module.compute_gae
+
+        def recording_gae(rewards, values, next_value, *rest):
+            out = compute_gae(rewards, values, next_value, *rest)
+            seen.update(values=values.flatten().tolist(), next_value=float(next_value), advantages=out[0].flatten().tolist())
+            return out
+
+        monkeypatch.setattr(module, "compute_gae", recording_gae)
+    else:
+        make_ppo = module.make_ppo
+
+        def recording_make_ppo(*a, **k):
+            ppo = make_ppo(*a, **k)
+            gae = ppo.gae
+
+            def recording_gae(next_obs, **storage):
+                out = gae(next_obs, **storage)
+                seen.update(values=out["values"].tolist(), next_obs=next_obs.tolist(), advantages=out["advantages"].tolist())
+                with torch.no_grad():
+                    seen["next_value"] = float(ppo.agent.get_value(next_obs))
+                return out
+
+            ppo.gae = recording_gae
+            return ppo
+
+        monkeypatch.setattr(module, "make_ppo", recording_make_ppo)
+    args = module.Args(env_id="CounterBox-v0", num_envs=1, num_steps=16, num_minibatches=2, update_epochs=1)
+    args.total_timesteps, args.output_dir, args.cuda, args.measure_burnin = 16, str(tmp_path), False, 0
+    try:
+        state = module.main(args)
+    finally:
+        gym.registry.pop("CounterBox-v0")
+    rows = {k: v.reshape(16, -1).tolist() for k, v in state["storage"].items()}
+    assert rows["obs"] == COUNTER_OBS
+    assert [r[0] for r in rows["rewards"]] == COUNTER_REWARDS
+    assert [t for t, r in enumerate(rows["dones"]) if r[0]] == COUNTER_DONES
+    assert [t for t, r in enumerate(rows["terminations"]) if r[0]] == [7]
+    assert [t for t, r in enumerate(rows["valids"]) if not r[0]] == COUNTER_RESETS
+    assert state["log"].episodes == [(6.0, 3), (10.0, 4), (6.0, 3)]
+    if script == FAST:
+        assert seen["next_obs"] == [[3.0, 3.0]]  # the obs after the last step
+
+    def column(values):
+        return torch.tensor(values, dtype=torch.float32).reshape(16, 1)
+
+    rollout = [column(COUNTER_REWARDS), column(seen["values"]), torch.tensor([seen["next_value"]])]
+    rollout += [column([t == 7 for t in range(16)]), column([t in COUNTER_DONES for t in range(16)])]
+    rollout += [column([t not in COUNTER_RESETS for t in range(16)])]
+    expected, _ = reference_gae(*rollout)  # the definition, summed term by term
+    assert seen["advantages"] == pytest.approx(expected.flatten().tolist(), rel=1e-5, abs=1e-5)
+    # row 2's truncation bootstraps from row 3, the true final obs [0, 3]: gamma * V(row 3) is in its advantage
+    v = seen["values"]
+    assert seen["advantages"][2] == pytest.approx(3 + 0.99 * v[3] - v[2], rel=1e-5, abs=1e-5)
+    assert seen["advantages"][7] == pytest.approx(4 - v[7], rel=1e-5, abs=1e-5)  # a termination: no bootstrap

@@ -84,7 +84,9 @@ def test_td3_quick_roofline(tmp_path):
     # each function's time split: its matmuls' self time is a part of its wall time, their rate in place is given
     for name, function in detail["functions"].items():
         split = function["split"]
-        assert split["wall_s"] > 0 and 0 < split["matmul_s"] and 0 < split["matmul_share"] < 1.5, (name, split)
+        # two passes timed apart (the profiled one is slower): only their ratio's definition holds whatever the load
+        assert split["wall_s"] > 0 and split["matmul_s"] > 0, (name, split)
+        assert split["matmul_share"] == pytest.approx(split["matmul_s"] / split["wall_s"]), (name, split)
         assert split["matmul_gflops"] == pytest.approx(function["flops_per_call"] / split["matmul_s"] / 1e9)
         assert split["attainable_gflops"] > 0
 

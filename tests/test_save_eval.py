@@ -13,7 +13,7 @@ import gymnasium as gym
 import pytest
 import torch
 import tyro
-from helpers.in_process import run_in_process
+from helpers.in_process import prepare, run_in_process
 from helpers.scripts import load_script, run_script
 
 OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"]
@@ -99,9 +99,11 @@ def test_saved_agent_evaluates_as_in_memory_in_both_files(pair, tmp_path):
             assert got == pytest.approx(returned, rel=1e-5, abs=1e-4), (trainer, loader)
 
 
+@pytest.mark.compile
 def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
-    """The fast variant evaluates with its compiled policy (one compile, shared with training): same returns."""
-    pair = "sac_continuous_action"
+    """The fast variant evaluates with its compiled policy (one compile, shared with training): same returns. PPO's,
+    whose --compile compiles on a CPU too (SAC's and TD3's run their eager files there)."""
+    pair = "ppo_continuous_action"
     _, summary = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
     got = evaluate_file(pair + "_torchcompile", ENV[pair], run_dir(summary) / "model.pt", tmp_path, "--compile")
     assert got == pytest.approx(summary["eval_return_mean"], rel=1e-5, abs=1e-4)
@@ -160,8 +162,8 @@ def test_the_fast_policy_acts_with_the_loaded_weights(pair, tmp_path, monkeypatc
 @pytest.mark.parametrize("when", ["training", "evaluation"])
 @pytest.mark.parametrize("script,pair", SCRIPTS)
 def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
-    module = load_script(script)
-    monkeypatch.chdir(tmp_path)
+    flags = [*PAIRS[pair], "--save-model", "--eval-episodes", "1"]
+    module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
     row = module.RunLog.row
 
     def row_then_ctrl_c(self, *a, **kw):  # Ctrl-C right after the first metrics row
@@ -175,9 +177,6 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
         monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
     else:
         monkeypatch.setattr(module, "evaluate", ctrl_c)
-    args = tyro.cli(
-        module.Args, args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--save-model", "--eval-episodes", "1"]
-    )
     assert module.main(args)["status"] == "interrupted"  # (run as a script: exit status 130, test_async_envs.py)
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
@@ -193,8 +192,8 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
 def test_steps_per_second_leave_the_evaluation_out(script, pair, tmp_path, monkeypatch):
     """sps is the training's: an evaluation that takes a million seconds (on the clock the scripts read) leaves it as
     it is, and only the run's wall time grows."""
-    module = load_script(script)
-    monkeypatch.chdir(tmp_path)
+    flags = [*PAIRS[pair], "--eval-episodes", "1", "--measure-burnin", "1"]
+    module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
     offset, real_time, evaluate = [0.0], time.time, module.evaluate
 
     def slow_evaluate(*a, **kw):
@@ -203,10 +202,6 @@ def test_steps_per_second_leave_the_evaluation_out(script, pair, tmp_path, monke
 
     monkeypatch.setattr(time, "time", lambda: real_time() + offset[0])
     monkeypatch.setattr(module, "evaluate", slow_evaluate)
-    args = tyro.cli(
-        module.Args,
-        args=["--output-dir", str(tmp_path / "runs"), *PAIRS[pair], "--eval-episodes", "1", "--measure-burnin", "1"],
-    )
     module.main(args)
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     assert summary["eval_episodes"] == 1 and summary["wall_time_s"] > 1e6

@@ -3,17 +3,13 @@ Ctrl-C: a real signal to a real run stops the loop between steps, --save-model s
 the exit status is 143, and no --async-envs worker is left behind, whether the signal reaches the training process
 alone (`kill`, `timeout`) or every process of the run (Slurm)."""
 
-import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
-from helpers.scripts import SCRIPTS
+from helpers.background import Background, alive, wait_until
 
 PENDULUM = ["--env-id", "Pendulum-v1", "--total-timesteps", 1_000_000, "--save-model"]
 CASES = [
@@ -24,78 +20,44 @@ CASES = [
 ]
 
 
-def alive(pid):
-    """Whether a process runs (a zombie, dead but not yet reaped by its new parent, does not)."""
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+def workers_gone(run, workers, limit=60):
+    """Until no env worker of the run is left (they end on the training process's close, or on the signal)."""
+    wait_until(lambda: not [pid for pid in workers if alive(pid)], limit, f"the env workers {workers} gone", run.output)
 
 
 @pytest.mark.parametrize("script,flags,target", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
 def test_sigterm_ends_the_run_as_ctrl_c_does(script, flags, target, tmp_path):
-    out = tmp_path / "runs"
-    cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), *map(str, flags), "--output-dir", str(out)]
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        for _ in range(1200):  # until the run has logged a few rows past the start of learning
-            rows = list(out.glob("*/metrics.csv"))
-            if rows and len(rows[0].read_text().splitlines()) > 4:
-                break
-            time.sleep(0.1)
-        workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    with Background(script, *flags, tmp_path=tmp_path) as run:
+        run.wait_for_rows(4)  # a few rows past the start of learning
+        workers = run.children()
         assert ("--async-envs" in flags) == (len(workers) >= 2), workers  # the env workers, to check on afterwards
-        if target == "group":
-            os.killpg(proc.pid, signal.SIGTERM)  # as Slurm does at the time limit: every process of the run
-        else:
-            proc.send_signal(signal.SIGTERM)  # as kill and timeout do: the training process alone
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 143, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    path = pathlib.Path(stdout.strip().splitlines()[-1])  # the last line printed
-    summary = json.loads(path.read_text())
-    assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
-    assert torch.load(path.parent / "model.pt", weights_only=True)["env_id"] == summary["args"]["env_id"]
-    time.sleep(1)  # the workers' own exit, after the training process stopped them
-    assert not [pid for pid in workers if alive(pid)], workers
+        # as Slurm does at the time limit (every process of the run), or as kill and timeout do (the training process)
+        run.signal(signal.SIGTERM, group=target == "group")
+        summary = run.finish(limit=120, status=143)
+        assert "Traceback" not in "".join(run.stderr), run.output()
+        assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
+        saved = torch.load(pathlib.Path(summary["_run_dir"]) / "model.pt", weights_only=True)
+        assert saved["env_id"] == summary["args"]["env_id"]
+        workers_gone(run, workers)
 
 
 @pytest.mark.parametrize("script", ["sac_continuous_action_torchcompile", "ppo_continuous_action"])
 def test_a_killed_env_worker_ends_the_run_with_a_summary(script, tmp_path):
     """An --async-envs worker killed mid-run (SIGKILL, as the out-of-memory killer does): one error line, no traceback,
     summary.json with "status": "failed", the model saved, exit status 1, and the other worker stopped too."""
-    out = tmp_path / "runs"
     flags = (
         PENDULUM + ["--num-envs", 2, "--async-envs"] + (["--num-steps", 64] if "ppo" in script else ["--learning-starts", 200])
     )
-    cmd = [sys.executable, str(SCRIPTS / f"{script}.py"), *map(str, flags), "--output-dir", str(out)]
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        for _ in range(1200):
-            rows = list(out.glob("*/metrics.csv"))
-            if rows and len(rows[0].read_text().splitlines()) > 4:
-                break
-            time.sleep(0.1)
-        workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    with Background(script, *flags, tmp_path=tmp_path) as run:
+        run.wait_for_rows(4)
+        workers = run.children()
         assert len(workers) >= 2, workers
-        os.kill(int(workers[0]), signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
-    assert errors == [errors[0]] and errors[0].startswith("error: --async-envs: an env worker died"), errors
-    summary = json.loads(pathlib.Path(stdout.strip().splitlines()[-1]).read_text())
-    assert summary["status"] == "failed" and 0 < summary["global_step"] < 1_000_000
-    assert (pathlib.Path(stdout.strip().splitlines()[-1]).parent / "model.pt").exists()
-    time.sleep(1)
-    assert not [pid for pid in workers if alive(pid)], workers
+        os.kill(workers[0], signal.SIGKILL)
+        summary = run.finish(limit=120, status=1)
+        stderr = "".join(run.stderr)
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert "Traceback" not in stderr, run.output()
+        assert errors == [errors[0]] and errors[0].startswith("error: --async-envs: an env worker died"), errors
+        assert summary["status"] == "failed" and 0 < summary["global_step"] < 1_000_000
+        assert (pathlib.Path(summary["_run_dir"]) / "model.pt").exists()
+        workers_gone(run, workers)

@@ -11,6 +11,45 @@ def rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def prepare(script, *flags, tmp_path, monkeypatch):
+    """A script's module and the Args its command line `flags` gives (the run folder under tmp_path, which becomes the
+    working directory): what main() takes, for a test that changes something in the module before calling it."""
+    import tyro
+
+    module = load_script(script)
+    monkeypatch.chdir(tmp_path)
+    return module, tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, flags)])
+
+
+BUILDERS = ("make_sac", "make_td3", "make_dqn", "make_ppo")  # the fast files' builders, each returns .policy
+
+
+def count_policy_calls(module, monkeypatch, count, on_build=None):
+    """The fast file's builder made to wrap the policy it returns: each call adds count() (1, or 0 to leave it out) to
+    calls["policy"] of the dict returned; on_build() runs right after building. A baseline (no builder): no change."""
+    calls = {"policy": 0}
+    builder = next((name for name in BUILDERS if hasattr(module, name)), None)
+    if builder is None:
+        return calls
+    build = getattr(module, builder)
+
+    def build_and_count(*a, **kw):
+        agent = build(*a, **kw)
+        if on_build:
+            on_build()
+        policy = agent.policy
+
+        def counted(*x, **y):
+            calls["policy"] += count()
+            return policy(*x, **y)
+
+        agent.policy = counted
+        return agent
+
+    monkeypatch.setattr(module, builder, build_and_count)
+    return calls
+
+
 def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
     """Run `scripts/<script>.py flags` as its own main() in this process, the real loop unchanged. Returns a namespace:
     state (what main() returns: the status and what the loop holds, by name), rss ([(global_step, RSS bytes)] at
@@ -20,29 +59,12 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
     import warnings
 
     import torch
-    import tyro
 
-    module = load_script(script)
-    monkeypatch.chdir(tmp_path)
-    args = tyro.cli(module.Args, args=["--output-dir", str(tmp_path / "runs"), *map(str, flags)])
-    run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[], watching=False, policy_calls=0)
+    module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[], watching=False, calls={"policy": 0})
     row, finish, count_update = module.RunLog.row, module.RunLog.finish, module.RunLog.count_update
-    builder = next((name for name in ("make_sac", "make_td3", "make_dqn", "make_ppo") if hasattr(module, name)), None)
-    if watch_syncs and builder:  # count the policy calls made while the sync watch is on
-        build = getattr(module, builder)
-
-        def build_and_count(*a, **kw):
-            agent = build(*a, **kw)
-            policy = agent.policy
-
-            def counted(*x, **y):
-                run.policy_calls += run.watching
-                return policy(*x, **y)
-
-            agent.policy = counted
-            return agent
-
-        monkeypatch.setattr(module, builder, build_and_count)
+    if watch_syncs:  # count the policy calls made while the sync watch is on
+        run.calls = count_policy_calls(module, monkeypatch, lambda: int(run.watching))
 
     def row_and_measure(self, global_step, metrics):
         run.rss.append((global_step, rss_bytes()))
