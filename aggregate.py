@@ -49,6 +49,7 @@ COLUMNS = [
     "total_timesteps",
     "wall_time_s",
     "warmup_s",
+    "resumes",
     "compile",
     "compile_mode",
     "cudagraphs",
@@ -338,6 +339,78 @@ def plot_speeds(folder, algorithm, rows, device, colors):
     plt.close(fig)
 
 
+def read_reference(path):
+    """A reference file's rows (doc/results/cleanrl_reference.csv: algorithm, env_id, step, return, std, seeds, source,
+    how_read), step and return as numbers, std as a number or None; [] without a file."""
+    if not path:
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row.update(step=int(row["step"]), ret=float(row["return"]), std=float(row["std"]) if row["std"] else None)
+    return rows
+
+
+def reference_for(reference, algorithm, env_id):
+    """The reference's rows for this algorithm and env id, in order of step."""
+    return sorted((r for r in reference if r["algorithm"] == algorithm and r["env_id"] == env_id), key=lambda r: r["step"])
+
+
+def reference_panel(axis, points):
+    """The reference on a panel of return against steps: the points read off its plots, its final mean ± std."""
+    read = [r for r in points if r["std"] is None]
+    final = [r for r in points if r["std"] is not None]
+    if read:
+        axis.plot([r["step"] for r in read], [r["ret"] for r in read], "kx", ms=7, label="CleanRL, read off its plot")
+    for r in final:
+        axis.errorbar(r["step"], r["ret"], yerr=r["std"], fmt="ko", capsize=4, label=f"CleanRL, {r['seeds']} seeds")
+    if points:
+        axis.legend(fontsize=8)
+
+
+def return_at(folder, run, step):
+    """A run's episodic return (its last 20 episodes) at a step: its metrics.csv row at that step or the last before it;
+    None where it did not get that far."""
+    try:
+        with open(folder / run.run_dir / "metrics.csv", newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r.get("episodic_return")]
+    except OSError:
+        return None
+    reached = [float(r["episodic_return"]) for r in rows if int(r["global_step"]) <= step]
+    last = max((int(r["global_step"]) for r in rows), default=0)
+    return reached[-1] if reached and last >= step else None
+
+
+def number(x):
+    """A return as the tables give it: whole numbers from 100 up, a decimal below."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}"
+
+
+def reference_cells(folder, runs, stats, reference):
+    """results.md's cell per row: the runs' return at the reference's last step for that algorithm and env id (mean ±
+    std over the runs that got there), against the reference's figure there."""
+    cells = {}
+    for st in stats.itertuples():
+        points = reference_for(reference, st.algorithm, st.env_group)
+        if not points:
+            continue
+        ref = points[-1]
+        keys = ["algorithm", "env_group", "exp_group", "variant"]
+        group = runs[(runs[keys] == [st.algorithm, st.env_group, st.exp_group, st.variant]).all(axis=1)]
+        got = [return_at(folder, run, ref["step"]) for run in group.itertuples()]
+        got = [value for value in got if value is not None]
+        mine = "–"
+        if len(got) == 1:
+            mine = f"{number(got[0])} (1 run)"
+        elif got:
+            mine = f"{number(pd.Series(got).mean())} ± {number(pd.Series(got).std())} ({len(got)} runs)"
+        theirs = number(ref["ret"])
+        if ref["std"] is not None:
+            theirs += f" ± {number(ref['std'])}"
+        cells[(st.algorithm, st.env_group, st.exp_group, st.variant)] = f"{mine} vs {theirs} at {ref['step']:,}"
+    return cells
+
+
 def curve_panels(folder, axes, runs, colors):
     """Episodic return against steps (axes[0]) and against wall time (axes[1]), one line per run."""
     labelled = set()  # one legend entry per variant
@@ -372,13 +445,14 @@ def curve_panels(folder, axes, runs, colors):
         axes[0].legend(fontsize=8)
 
 
-def plot_curves(folder, algorithm, runs, device, colors):
+def plot_curves(folder, algorithm, runs, device, colors, reference=()):
     """curves_<algorithm>.png: episodic return against steps and against wall time (runs: the algorithm's runs), one
-    line per run, a row of two panels per group."""
+    line per run, a row of two panels per group; with a reference, its points on the panels of its env id."""
     panels = list(runs.groupby(["env_group", "exp_group"], sort=False))
     fig, axes = plt.subplots(len(panels), 2, figsize=(11, 4 * len(panels)), layout="tight", squeeze=False)
     for row, (group, panel) in zip(axes, panels):
         curve_panels(folder, row, panel, colors)
+        reference_panel(row[0], reference_for(reference, algorithm, group[0]))
         if len(panels) > 1:
             for axis in row:
                 axis.set_title(group_label(*group), fontsize=9)
@@ -440,7 +514,7 @@ def machine_lines(machine, device):
     return lines
 
 
-def table_row(st, columns, grouped):
+def table_row(st, columns, grouped, reference_cells=None):
     """One algorithm, env id, exp name and variant in results.md's table: its cells in these columns. Its env: that of
     its finished runs, or where the table is grouped (run.sh's own folders are not) that of all its runs."""
     fmt = "{:,.1f}".format
@@ -480,24 +554,26 @@ def table_row(st, columns, grouped):
         "speed-up": speedup,
         "warm-up s": warmup,
         "episodic return": ret,
+        "return at CleanRL's step": (reference_cells or {}).get((st.algorithm, st.env_group, st.exp_group, st.variant), "–"),
     }
     return "| " + " | ".join(cells[column] for column in columns) + " |"
 
 
-def table_lines(stats):
+def table_lines(stats, reference_cells=None):
     """The table, its notes and the plots. The table is grouped where a run has an exp name of its own (a column shows
-    it) or an algorithm has runs of more than one env id or exp name; a note then says how the rows are compared."""
+    it) or an algorithm has runs of more than one env id or exp name; a note then says how the rows are compared. With
+    a reference (--reference), a column gives each row's return at the reference's last step against it."""
     own_exp_name = (stats.exp_group != "").any()
-    columns = TABLE_COLUMNS
+    columns = TABLE_COLUMNS + (["return at CleanRL's step"] if reference_cells is not None else [])
     if not own_exp_name:
-        columns = [column for column in TABLE_COLUMNS if column != "exp name"]
+        columns = [column for column in columns if column != "exp name"]
     groups = stats[["algorithm", "env_group", "exp_group"]].drop_duplicates()
     grouped = own_exp_name or groups.algorithm.duplicated().any()
     lines = ["", "## Steps per second and final return", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("| --- " * len(columns) + "|")
     for st in stats.itertuples():
-        lines.append(table_row(st, columns, grouped))
+        lines.append(table_row(st, columns, grouped, reference_cells))
     lines += [
         "",
         "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of "
@@ -513,6 +589,14 @@ def table_lines(stats):
         )
     lines += [
         "- episodic return: each run's mean of its last 20 episodes at the end; mean ± sample standard deviation over seeds.",
+    ]
+    if reference_cells is not None:
+        lines.append(
+            "- return at CleanRL's step: each run's episodic return at the last step the reference gives for its algorithm "
+            "and env id (the metrics row there, or the last before it), mean ± standard deviation over the runs that got "
+            "there, against the reference's figure (mean ± std over its seeds where published); the plots show its points."
+        )
+    lines += [
         "- runs: finished / attempted. Variants: baseline = `<algo>.py`; fast = `<algo>_torchcompile.py`; "
         "compile = fast `--compile`; compile_cudagraphs = fast `--compile --cudagraphs`; "
         "compile_<mode> = fast `--compile --compile-mode <mode>`.",
@@ -562,10 +646,11 @@ def read_json(path):
     return json.loads(path.read_text())
 
 
-def aggregate(folder, algorithms=(), variants=()):
+def aggregate(folder, algorithms=(), variants=(), reference=None):
     """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it: one table row
     per algorithm, env id, exp name and variant. algorithms and variants (run.sh's lists) order the tables; the variants
-    also give the plots their colours. Returns the runs as results.csv has them."""
+    also give the plots their colours; reference, a file of published returns to compare with (--reference). Returns
+    the runs as results.csv has them."""
     global pd, plt
     import matplotlib.pyplot as plt
     import pandas as pd
@@ -581,11 +666,14 @@ def aggregate(folder, algorithms=(), variants=()):
     device = device_name(runs, machine)
 
     colors = {variant: f"C{i}" for i, variant in enumerate(variants)}  # matplotlib's default colours (tab10)
+    published = read_reference(reference)
     for algorithm, rows in stats.groupby("algorithm", sort=False):
         plot_speeds(folder, algorithm, rows, device, colors)
-        plot_curves(folder, algorithm, runs[runs.algorithm == algorithm], device, colors)
+        plot_curves(folder, algorithm, runs[runs.algorithm == algorithm], device, colors, published)
 
-    lines = header_lines(runs, bench) + machine_lines(machine, device) + table_lines(stats) + failure_lines(folder, runs)
+    cells = reference_cells(folder, runs, stats, published) if reference else None
+    lines = header_lines(runs, bench) + machine_lines(machine, device) + table_lines(stats, cells)
+    lines += failure_lines(folder, runs)
     (folder / "results.md").write_text("\n".join(lines) + "\n")
     finished = (runs.status == "finished").sum()
     print(f"run.sh: {len(runs)} runs ({finished} finished) -> {folder / 'results.md'}")
@@ -752,9 +840,10 @@ def main(argv):
         parser.add_argument("folder", type=pathlib.Path, help="run.sh's --out, or any folder with summary.json files below")
         parser.add_argument("--algorithms", default="", help="the tables' order of algorithms, comma-separated")
         parser.add_argument("--variants", default="", help="the tables' order of variants, comma-separated (and colours)")
+        parser.add_argument("--reference", default=None, help="a CSV of published returns (doc/results/cleanrl_reference.csv)")
         args = parser.parse_args(argv)
         try:
-            aggregate(args.folder, name_list(args.algorithms), name_list(args.variants))
+            aggregate(args.folder, name_list(args.algorithms), name_list(args.variants), args.reference)
         except ImportError as e:
             if (e.name or "").split(".")[0] not in ("pandas", "matplotlib"):
                 raise

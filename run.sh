@@ -132,6 +132,9 @@ Options:
   --aggregate DIR         run nothing: re-read DIR (the --out of an earlier run.sh, or any folder with run
                           folders holding summary.json, such as the scripts' own runs/) and rewrite its
                           results.csv, results.md and plots, grouped by algorithm, env id and exp name
+  --reference FILE        with the aggregation: a CSV of published returns to compare with (algorithm, env_id, step,
+                          return, std, ...: doc/results/cleanrl_reference.csv): each curves panel shows its points
+                          for the panel's env id, and results.md gains each row's return at its last step against it
   --publish DIR           afterwards, copy the small files (results.csv, results.md, machine.*, *.png) into
                           DIR, e.g. doc/results/cpu-2core
   --jobs N                up to N runs at once on this machine (default 1; needs bash 5.1+): each run slot gets
@@ -142,7 +145,13 @@ Options:
   --slurm                 submit instead of running: one sbatch job array, a task per run (throttled by --jobs),
                           then one job that aggregates into --out once they all end (afterany); prints the job
                           ids and how to watch them. --out must be on a file system the nodes share
-  --slurm-args "..."      your own sbatch options for both jobs, e.g. "--partition gpu --gpus-per-task 1 --time 4:00:00"
+  --slurm-args "..."      your own sbatch options for both jobs, e.g. "--partition gpu --gpus-per-task 1 --time 4:00:00";
+                          they come after run.sh's own: --requeue and --signal=B:USR1@120 (a task warned 2 minutes
+                          before its time limit checkpoints its run and requeues itself; a preempted or requeued
+                          task goes on from its run's checkpoint.pt, in the same run folder)
+  --resume DIR            finish the runs of an earlier ./run.sh into DIR (not --slurm) that did not finish: each
+                          goes on from its checkpoint.pt where it has one (--resume of the scripts), else starts
+                          again; runs.tsv keeps one row per run
   -h, --help              this help
   -- FLAGS...             passed to every script after run.sh's own flags (the last of a repeated flag wins),
                           e.g. -- --no-cuda   or   -- --env-id Hopper-v4
@@ -207,6 +216,8 @@ GPUS=""
 SLURM=0
 SLURM_ARGS=""
 RUN_TASK=""
+RESUME=""
+REFERENCE=""
 EXTRA=()
 ORIG_ARGS=("$@")
 
@@ -244,7 +255,7 @@ while [ $# -gt 0 ]; do
         --all) ;; # the full matrix at default budgets, asked for explicitly (what no option would run)
         --append) APPEND=1 ;;
         --slurm) SLURM=1 ;;
-        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task)
+        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task | --resume | --reference)
             if [ "$has_inline" = 0 ]; then
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
                 val="$2"
@@ -262,6 +273,8 @@ while [ $# -gt 0 ]; do
                 --gpus) GPUS="$val" ;;
                 --slurm-args) SLURM_ARGS="$val" ;;
                 --run-task) RUN_TASK="$val" ;;
+                --resume) RESUME="$val" ;;
+                --reference) REFERENCE="$val" ;;
             esac
             ;;
         --)
@@ -283,7 +296,8 @@ aggregate() { # dir
     if [ -d "$1/tasks" ]; then # Slurm: each task wrote its own row (no two tasks write one file); gather them
         { runs_row "${RUNS_COLUMNS[@]}"; cat "$1"/tasks/*.tsv 2>/dev/null; } >"$1/runs.tsv"
     fi
-    MPLBACKEND=Agg "$PYTHON" "$ROOT/aggregate.py" "$1" --algorithms "${ALGOS// /,}" --variants "${VARIANTS// /,}"
+    MPLBACKEND=Agg "$PYTHON" "$ROOT/aggregate.py" "$1" --algorithms "${ALGOS// /,}" --variants "${VARIANTS// /,}" \
+        ${REFERENCE:+--reference "$REFERENCE"}
 }
 
 publish() { # from to
@@ -295,6 +309,8 @@ publish() { # from to
     echo "run.sh: published to $2"
 }
 
+if [ -n "$REFERENCE" ] && [ ! -f "$REFERENCE" ]; then die "--reference: no such file: $REFERENCE"; fi
+if [ -n "$REFERENCE" ]; then REFERENCE="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"; fi
 if [ -n "$AGGREGATE" ]; then
     [ -d "$AGGREGATE" ] || die "--aggregate: no such directory: $AGGREGATE"
     aggregate "$AGGREGATE" || exit 1 # (3, no pandas here: asked for the tables, none made)
@@ -314,6 +330,11 @@ fi
 if [ -n "$RUN_TASK" ]; then # a Slurm task, PLAN:INDEX: run one run of the plan that --slurm wrote into --out
     [[ "$RUN_TASK" =~ ^[0-9]+:[0-9]+$ ]] && [ -n "$OUT" ] && [ -f "$OUT/slurm/plan.${RUN_TASK%%:*}.tsv" ] ||
         die "--run-task: needs PLAN:INDEX and --out DIR holding slurm/plan.PLAN.tsv"
+fi
+if [ -n "$RESUME" ]; then # the unfinished runs of an earlier local ./run.sh: its plan.tsv says what they were
+    [ "$SLURM" = 0 ] && [ -z "$RUN_TASK" ] || die "--resume: for a benchmark run here (a Slurm task resumes by itself)"
+    [ -f "$RESUME/plan.tsv" ] && [ -f "$RESUME/runs.tsv" ] || die "--resume: $RESUME holds no benchmark of ./run.sh (plan.tsv, runs.tsv)"
+    OUT="$RESUME" APPEND=1
 fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
 if [ -z "$SEL_VARIANTS" ]; then
@@ -374,7 +395,7 @@ OUT="$(cd "$OUT" && pwd)"
 if [ -z "$RUN_TASK" ] && [ "$APPEND" = 0 ] && { [ -e "$OUT/runs.tsv" ] || [ -e "$OUT/slurm" ]; }; then
     die "--out: $OUT already holds a benchmark (runs.tsv); choose another folder, add to it with --append, or re-read it with --aggregate $OUT"
 fi
-if [ -z "$RUN_TASK" ] && [ "$APPEND" = 1 ] && { { [ -e "$OUT/slurm" ] && [ "$SLURM" = 0 ]; } || { [ -e "$OUT/runs.tsv" ] && [ ! -e "$OUT/slurm" ] && [ "$SLURM" = 1 ]; }; }; then
+if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ] && [ "$APPEND" = 1 ] && { { [ -e "$OUT/slurm" ] && [ "$SLURM" = 0 ]; } || { [ -e "$OUT/runs.tsv" ] && [ ! -e "$OUT/slurm" ] && [ "$SLURM" = 1 ]; }; }; then
     die "--append: $OUT holds a benchmark run $([ "$SLURM" = 1 ] && echo here || echo through Slurm); add to it the same way, or use another folder"
 fi
 if [ -n "$PUBLISH" ]; then
@@ -387,7 +408,7 @@ cd "$ROOT" || exit 2
 # ---------------------------------------------------------------------------------------------------------------
 # How run.sh was called (bench.json), and the machine (machine.json, machine.md): aggregate.py writes them.
 CMDLINE="./run.sh ${ORIG_ARGS[*]}"
-if [ -z "$RUN_TASK" ]; then # a Slurm task leaves bench.json to the submission
+if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ]; then # a Slurm task leaves bench.json to the submission, --resume keeps it
     bench=(--record-bench "$OUT" "--command=${CMDLINE% }" "--seeds=${RUN_SEEDS[*]}" "--variants=${RUN_VARIANTS[*]}" "--jobs=$JOBS")
     for a in "${RUN_ALGOS[@]}"; do
         if [ "$QUICK" = 1 ]; then bench+=("--budget=$a=$(quick_flags "$a")"); else bench+=("--budget=$a="); fi
@@ -412,6 +433,11 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
     while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
         P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
     done < <(tail -n +2 "$OUT/slurm/plan.${RUN_TASK%%:*}.tsv")
+elif [ -n "$RESUME" ]; then # the runs of the plan that runs.tsv does not record as finished
+    while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
+        if cut -f4,7 "$OUT/runs.tsv" | grep -qxF "finished"$'\t'"$log"; then continue; fi
+        P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
+    done < <(tail -n +2 "$OUT/plan.tsv")
 else
     for a in "${RUN_ALGOS[@]}"; do
         for v in "${RUN_VARIANTS[@]}"; do
@@ -445,12 +471,27 @@ else
     done
 fi
 TOTAL=${#P_CMD[@]}
+if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ] && [ "$SLURM" = 0 ]; then # plan.tsv: what --resume DIR would finish
+    [ -e "$OUT/plan.tsv" ] || printf 'index\talgorithm\tvariant\tseed\trundir\tlog\tcommand\tquoted\n' >"$OUT/plan.tsv"
+    for ((i = 0; i < TOTAL; i++)); do
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_RUNDIR[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "${P_CMD[$i]}" >>"$OUT/plan.tsv"
+    done
+fi
 
 run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appended to record (a file per Slurm task)
     local i=$1 record=$2 cpus=$3 gpu=$4 start=$SECONDS rc summary summary_rel status info pin=()
     local a=${P_ALGO[$1]} v=${P_VARIANT[$1]} s=${P_SEED[$1]} log=${P_LOG[$1]} rundir=${P_RUNDIR[$1]} shown=${P_SHOWN[$1]}
     local name="${a}__${v}__seed${s}" file="$SCRIPTS_DIR/$(variant_file "$a" "$v")" where=""
     eval "local cmd=(${P_CMD[$1]})"
+    local checkpoint
+    checkpoint="$(find "$OUT/$rundir" -name checkpoint.pt 2>/dev/null | sort | tail -n 1)"
+    if [ -n "$checkpoint" ]; then # stopped before (preempted, requeued, --resume): on from its checkpoint, same folder
+        cmd+=(--resume "$(dirname "$checkpoint")") shown+=" --resume ${checkpoint%/checkpoint.pt}" where+=" [resumed]"
+        shown="${shown//"$OUT"\//}"
+        if [ "$record" = "$OUT/runs.tsv" ]; then # one row per run: the earlier attempt's goes
+            grep -vF $'\t'"$log"$'\t' "$OUT/runs.tsv" >"$OUT/runs.tsv.new" && mv "$OUT/runs.tsv.new" "$OUT/runs.tsv"
+        fi
+    fi
     if [ ! -f "$file" ]; then
         echo "[$((i + 1))/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
         runs_row "$a" "$v" "$s" missing "" "" "" "$shown" >>"$record"
@@ -459,9 +500,16 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     if [ -n "$cpus" ]; then pin=(env "OMP_NUM_THREADS=$(($(tr -cd , <<<"$cpus" | wc -c) + 1))" taskset -c "$cpus") where=" [cores $cpus]"; fi
     if [ -n "$gpu" ]; then pin=(env "CUDA_VISIBLE_DEVICES=$gpu" ${pin[@]+"${pin[@]}"}) where+=" [GPU $gpu]"; fi
     echo "[$((i + 1))/$TOTAL] $name: $shown$where"
-    : >"$OUT/$log"
-    ${pin[@]+"${pin[@]}"} "${cmd[@]}" >"$OUT/$log" 2>&1 </dev/null
-    rc=$?
+    [ -n "$checkpoint" ] || : >"$OUT/$log"
+    if [ -n "$RUN_TASK" ]; then # a Slurm task: the run in the background, so that the task's traps pass signals on
+        ${pin[@]+"${pin[@]}"} "${cmd[@]}" >>"$OUT/$log" 2>&1 </dev/null &
+        RUNNING=$!
+        until wait "$RUNNING"; rc=$?; ! kill -0 "$RUNNING" 2>/dev/null; do :; done
+        RUNNING=""
+    else
+        ${pin[@]+"${pin[@]}"} "${cmd[@]}" >>"$OUT/$log" 2>&1 </dev/null
+        rc=$?
+    fi
     summary="$(grep -E 'summary\.json$' "$OUT/$log" | tail -n 1)" # the last line a script prints is its path
     if [ -z "$summary" ] || [ ! -f "$summary" ]; then
         summary="$(find "$OUT/$rundir" -name summary.json 2>/dev/null | sort | tail -n 1)"
@@ -504,10 +552,18 @@ if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no agg
     # what stays if Slurm kills the task (SIGKILL: a node lost, the end of the grace after SIGTERM): the run as failed;
     # run_one replaces it. On SIGTERM (the time limit, scancel) the task waits for its run, which ends as "terminated".
     runs_row "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" failed "" "" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
+    # SIGTERM (preemption, scontrol requeue, the time limit) reaches the run from Slurm itself; SIGUSR1
+    # (--signal=B:USR1@120: the time limit is near) reaches the task alone, which passes it on. Either way the run
+    # checkpoints and stops; after SIGUSR1 the task requeues itself, to go on from it
+    RUNNING="" WARNED=0
     trap : TERM
+    trap 'WARNED=1; [ -n "$RUNNING" ] && kill -USR1 "$RUNNING" 2>/dev/null' USR1
     run_one "$i" "$record.new" "" ""
     rc=$?
     mv "$record.new" "$record"
+    if [ "$WARNED" = 1 ] && [ "$rc" = 143 ] && [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+        scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" && echo "run.sh: requeued, to go on from its checkpoint"
+    fi
     exit $rc
 fi
 
@@ -520,8 +576,10 @@ if [ "$SLURM" = 1 ]; then # submit: a job array of the runs (at most --jobs at o
           printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" "${P_RUNDIR[$i]}" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "${P_CMD[$i]}"
       done; } >"$OUT/slurm/plan.$plan.tsv"
     read -r -a sargs <<<"$SLURM_ARGS"
-    self="PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh")" # this run.sh, with its interpreter, on a node
-    array=$(sbatch --parsable --job-name=run.sh --array="0-$((TOTAL - 1))%$JOBS" --output="$OUT/slurm/%A_%a.out" ${sargs[@]+"${sargs[@]}"} \
+    # this run.sh, with its interpreter, on a node; exec: the batch shell becomes it, so that --signal=B:USR1 reaches it
+    self="exec env PYTHON=$(printf %q "$PYTHON") bash $(printf %q "$ROOT/run.sh")"
+    array=$(sbatch --parsable --job-name=run.sh --array="0-$((TOTAL - 1))%$JOBS" --output="$OUT/slurm/%A_%a.out" --open-mode=append \
+        --requeue --signal=B:USR1@120 ${sargs[@]+"${sargs[@]}"} \
         --wrap="$self --out $(printf %q "$OUT") --run-task $plan:\$SLURM_ARRAY_TASK_ID") ||
         die "--slurm: sbatch refused the job array (see its message above)"
     publish_flag=""

@@ -3,6 +3,7 @@
 # One change of substance: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
+import collections
 import csv
 import json
 import math
@@ -53,6 +54,10 @@ class Args:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
+    checkpoint_interval: int = 200_000
+    """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
+    resume: str | None = None
+    """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
     measure_burnin: int = 1
     """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
 
@@ -105,6 +110,7 @@ def check_args(args: Args):
             " such as HalfCheetah-v4"
         )
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
@@ -134,6 +140,10 @@ def check_args(args: Args):
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
         # no display: MuJoCo renders offscreen through EGL
         os.environ.setdefault("MUJOCO_GL", "egl")
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
+        load_checkpoint(args)
 
 
 def silence_v4_notices():
@@ -164,9 +174,104 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
         env = gym.wrappers.NormalizeReward(env, gamma=gamma)
         env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
-        return env
+        return Snapshot(env)  # outermost: checkpoints reach every layer
 
     return thunk
+
+
+class Snapshot(gym.Wrapper):
+    """Checkpoints: the env's whole state, kept and put back through the vector env's get_attr / set_attr("snapshot"),
+    here or in an --async-envs worker: every layer's counters, statistics and random streams, and the simulator's
+    (MuJoCo's physics through mj_getState: pickling a MuJoCo env rebuilds it instead, and steps otherwise)."""
+
+    # put back on a NEXT_STEP reset row: the next step() is the reset the vector env would have made
+    pending_reset = False
+
+    def step(self, action):
+        if not self.pending_reset:
+            return self.env.step(action)
+        self.pending_reset = False
+        obs, info = self.env.reset()
+        return obs, 0.0, False, False, info
+
+    @property
+    def snapshot(self):
+        layers, env = [], self.env
+        while isinstance(env, gym.Env) and not isinstance(env, gym.wrappers.RecordVideo):
+            layers.append(layer_state(env))
+            env = getattr(env, "env", None)
+        physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION
+        if physics is not None:  # positions, velocities, warm start...: what the next steps use
+            state = np.zeros(mujoco.mj_stateSize(physics[0], spec))
+            mujoco.mj_getState(*physics, state, spec)
+            physics = state
+        return dict(layers=layers, physics=physics)
+
+    @snapshot.setter
+    def snapshot(self, state):
+        env = self.env
+        for layer in state["layers"]:
+            set_layer_state(env, layer)
+            env = getattr(env, "env", None)
+        if state["physics"] is not None:
+            mujoco.mj_setState(*env_physics(self.unwrapped), state["physics"], mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.pending_reset = state["pending_reset"]
+
+
+def env_physics(env):  # a MuJoCo env's (model, data), None for another env
+    return (env.model, env.data) if isinstance(getattr(env, "data", None), mujoco.MjData) else None
+
+
+def layer_state(layer):
+    """What a wrapper or an env keeps between steps: its numbers, arrays, flags, random streams, running statistics and
+    episode queues (its spaces, functions and inner env are made anew alike)."""
+    state = {}
+    for name, value in vars(layer).items():
+        if isinstance(value, (bool, int, float, str, np.ndarray)):
+            state[name] = value
+        elif isinstance(value, np.generic):
+            state[name] = value.item()
+        elif isinstance(value, np.random.Generator):
+            state[name] = dict(generator=value.bit_generator.state)
+        elif isinstance(value, gym.wrappers.utils.RunningMeanStd):
+            state[name] = dict(mean=value.mean, var=value.var, count=value.count)
+        elif isinstance(value, collections.deque):
+            state[name] = dict(queue=list(value), maxlen=value.maxlen)
+    return state
+
+
+def set_layer_state(layer, state):
+    for name, value in numpy_of(state).items():
+        if isinstance(value, dict) and "generator" in value:
+            value, saved = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])()), value
+            value.bit_generator.state = saved["generator"]
+        elif isinstance(value, dict) and "mean" in value:
+            value, rms = getattr(layer, name), value
+            value.mean, value.var, value.count = rms["mean"], rms["var"], rms["count"]
+        elif isinstance(value, dict) and "queue" in value:
+            value = collections.deque(value["queue"], maxlen=value["maxlen"])
+        setattr(layer, name, value)
+
+
+def env_state(envs):
+    """The vector env's state: its wrappers' (in this process), each env's (get_attr reaches the workers too), and the
+    random stream of the action space the loop samples from."""
+    layers, env = [], envs
+    while isinstance(env, gym.vector.VectorWrapper):
+        layers.append(layer_state(env))
+        env = env.env
+    action_space = envs.single_action_space.np_random.bit_generator.state
+    return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
+
+
+def set_env_state(envs, state, pending_resets):
+    """Put the state back on envs made and reset as the run made them; pending_resets: each env's NEXT_STEP reset."""
+    env = envs
+    for layer in state["layers"]:
+        set_layer_state(env, layer)
+        env = env.env
+    envs.single_action_space.np_random.bit_generator.state = state["action_space"]
+    env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
 
 
 def evaluate(args, act, video_dir):
@@ -258,11 +363,188 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     return advantages, advantages + values
 
 
+# Checkpoints, the same text in every file. checkpoint.pt holds what the loop needs to go on: written every
+# --checkpoint-interval env steps and when Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves
+# the last one); --resume goes on from it and computes what the unstopped run would have.
+RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
+RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
+
+
+def ask_to_stop(log, signum, frame):
+    """Ctrl-C, SIGTERM (kill, Slurm's time limit) or SIGUSR1 (Slurm's warning before it): the loop stops at the end of
+    its step or iteration, a checkpoint written first. At a second Ctrl-C, or during the evaluation: at once."""
+    again = log.stopping == "interrupted" and signum == signal.SIGINT
+    log.stopping = log.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+    if again or log.evaluating:
+        raise KeyboardInterrupt
+
+
+def so_far(log, global_step):
+    """The run up to global_step, as a checkpoint keeps it: its episodes, wall time, warm-up, and its steps and seconds
+    after the burn-in of each part (a resumed run is made of parts, and each compiles and captures anew)."""
+    if log is None:  # a new run
+        return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
+    (steps, seconds), warmup = log.part["time"], log.part["warmup_s"]
+    if log.burnin_end:
+        warmup += log.burnin_end[0] - log.learning_start
+    if log.burnin_end and global_step > log.burnin_end[1]:
+        steps, seconds = steps + global_step - log.burnin_end[1], seconds + (log.end or time.time()) - log.burnin_end[0]
+    part = dict(step=global_step, episodes=log.episodes, resumes=log.resumes, time=[steps, seconds], warmup_s=warmup)
+    return dict(part, wall_s=log.part["wall_s"] + time.time() - log.start)
+
+
+def states(parts):
+    """What a checkpoint keeps of the parts the loop learns or fills: a network's or an optimizer's state_dict, a
+    tensor, or an object's arrays, tensors and counters (a replay buffer). Functions are made anew."""
+    kept = {}
+    for name, part in parts.items():
+        if isinstance(part, (nn.Module, optim.Optimizer)):
+            kept[name] = part.state_dict()
+        elif isinstance(part, torch.Tensor):
+            kept[name] = part.detach()
+        elif hasattr(part, "__dict__") and not callable(part):
+            arrays = (bool, int, float, list, np.ndarray, torch.Tensor)
+            # a replay buffer not yet full: its filled rows only
+            rows = slice(part.pos) if getattr(part, "full", None) is False else slice(None)
+            kept[name] = {key: first_rows(value, rows) for key, value in vars(part).items() if isinstance(value, arrays)}
+    return kept
+
+
+def first_rows(value, rows):
+    """An array's rows (a tensor's copied: torch.save writes a view's whole storage); anything else as it is."""
+    if isinstance(value, list):
+        return [first_rows(v, rows) for v in value]
+    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim and rows != slice(None):
+        return value[rows] if isinstance(value, np.ndarray) else value[rows].clone()
+    return value
+
+
+def load_states(parts, kept):
+    """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""
+    for name, part in parts.items():
+        if isinstance(part, optim.Optimizer):
+            # a tensor lr is the one the compiled and captured updates read: kept, with the saved value
+            lrs = [group["lr"] for group in part.param_groups]
+            part.load_state_dict(kept[name])
+            for group, lr in zip(part.param_groups, lrs):
+                group["lr"] = lr.fill_(float(group["lr"])) if isinstance(lr, torch.Tensor) else group["lr"]
+        elif isinstance(part, nn.Module):
+            part.load_state_dict(kept[name])
+        elif isinstance(part, torch.Tensor):
+            with torch.no_grad():
+                part.copy_(kept[name])
+        elif name in kept:
+            for key, value in kept[name].items():
+                old = getattr(part, key)
+                if isinstance(old, list):  # (the baseline buffers' numpy columns)
+                    for column, saved in zip(old, value):
+                        column[: len(saved)] = saved.numpy()
+                elif isinstance(old, (np.ndarray, torch.Tensor)):
+                    # A buffer not yet full kept its first rows only.
+                    rows = slice(len(value)) if old.ndim else ...
+                    old[rows] = value.numpy() if isinstance(old, np.ndarray) else value
+                else:
+                    setattr(part, key, value)
+
+
+def checkpoint_due(log, global_step):
+    """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
+    interval = log.args.checkpoint_interval
+    return interval > 0 and (log.stopping is not None or global_step // interval > log.part["step"] // interval)
+
+
+def save_checkpoint(log, global_step, **content):
+    """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
+    streams."""
+    content.update(log=so_far(log, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+    save(log, content, "checkpoint.pt")
+    log.part["step"] = global_step
+
+
+def save(log, content, name):
+    """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
+    if log.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+        torch.cuda.synchronize()
+    path = os.path.join(log.run_dir, name)
+    torch.save(plain(dict(content, args=asdict(log.args))), f"{path}.tmp")
+    os.replace(f"{path}.tmp", path)
+
+
+def plain(value):
+    """As torch.load(weights_only=True) reads it back: numpy arrays as tensors (on the same memory, no copy)."""
+    if isinstance(value, np.ndarray):  # (a read-only array, as Ray hands them over, is copied)
+        return torch.from_numpy(np.ascontiguousarray(value) if value.flags.writeable else value.copy())
+    if isinstance(value, torch.Tensor):  # (a loss kept for the log: without its graph)
+        return value.detach()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {key: plain(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
+def numpy_of(value):
+    """The other way: tensors back to numpy arrays (for the envs' and numpy's own state)."""
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    if isinstance(value, dict):
+        return {key: numpy_of(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(numpy_of(v) for v in value)
+    return value
+
+
+def random_streams():
+    """Python's, numpy's and torch's random streams (every GPU's too)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return dict(python=random.getstate(), numpy=np.random.get_state(legacy=False), torch=torch.get_rng_state(), cuda=cuda)
+
+
+def set_random_streams(streams):
+    random.setstate(streams["python"])
+    np.random.set_state(numpy_of(streams["numpy"]))
+    torch.set_rng_state(streams["torch"])
+    if streams["cuda"]:
+        torch.cuda.set_rng_state_all(streams["cuda"])
+
+
+def load_checkpoint(args):
+    """--resume: the folder's checkpoint.pt, checked to be this script's, of a run with these flags but for the budget
+    and the logging and output flags; else one line that says why, before any work. Memory-mapped: read as used."""
+    try:
+        saved = torch.load(os.path.join(args.resume, "checkpoint.pt"), map_location="cpu", weights_only=True, mmap=True)
+        if saved["script"] != pathlib.Path(__file__).stem:
+            raise ValueError(f"it is {saved['script']}.py's")
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")
+    for name, value in saved["args"].items():
+        if name not in RESUMABLE and getattr(args, name, value) != value:
+            flag = f"--{name.replace('_', '-')}"
+            sys.exit(
+                f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only a budget or output may change)"
+            )
+    return saved
+
+
+def resume(args):
+    """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
+    saved = load_checkpoint(args)
+    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
+        rows = f.readlines()  # the header, then one row per line, in the order of global_step
+        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
+        f.truncate(len("".join(kept)))
+    return saved
+
+
 def main(args: Args):
     check_args(args)
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
+    saved = resume(args) if args.resume else None  # the checkpoint to go on from (--resume)
     log = RunLog(
         args,
         [
@@ -275,6 +557,7 @@ def main(args: Args):
             "clipfrac",
             "explained_variance",
         ],
+        saved and saved["log"],
     )
 
     # TRY NOT TO MODIFY: seeding
@@ -286,10 +569,9 @@ def main(args: Args):
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
-    # The --async-envs workers inherit these: Ctrl-C is this process's, and SIGTERM (from Slurm, or from close()
-    # stopping them) ends a worker at once, not through this process's handler
-    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The --async-envs workers inherit these: Ctrl-C, SIGTERM and SIGUSR1 are this process's, which stops at the
+    # end of a step, saves the workers' envs in its checkpoint, then closes them
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
         [
             make_env(
@@ -299,8 +581,8 @@ def main(args: Args):
         ],
         autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
     )
-    signal.signal(signal.SIGINT, sigint)
-    signal.signal(signal.SIGTERM, sigterm)
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
@@ -327,8 +609,15 @@ def main(args: Args):
     next_obs = torch.Tensor(envs.reset(seed=args.seed)[0]).reshape(args.num_envs, -1).to(device)
     # carried across iterations: the first row after a done is a reset
     next_done = np.zeros(args.num_envs, dtype=bool)
+    learned, first = dict(agent=agent, optimizer=optimizer), 1
+    if saved:  # go on where the checkpoint was written, as the unstopped run would have
+        load_states(learned, saved["learned"])
+        set_env_state(envs, saved["envs"], pending_resets=saved["next_done"])
+        next_obs, next_done = saved["next_obs"].to(device), saved["next_done"].numpy()
+        set_random_streams(saved["random"])
+        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
     try:
-        for iteration in range(1, num_iterations + 1):
+        for iteration in range(first, num_iterations + 1):
             log.count_update(global_step)
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
@@ -452,19 +741,26 @@ def main(args: Args):
             # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
             rms = envs.get_attr("obs_rms")[0]
             obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+            # a checkpoint every --checkpoint-interval steps, and before stopping
+            if checkpoint_due(log, global_step):
+                kept = dict(learned=states(learned), envs=env_state(envs), next_obs=next_obs, next_done=next_done)
+                save_checkpoint(log, global_step, **kept, iteration=iteration, obs_rms=obs_rms)
+            if log.stopping:  # Ctrl-C, SIGTERM or SIGUSR1: stop here, the checkpoint written
+                status = log.stopping
+                break
     except KeyboardInterrupt:
         status = "interrupted"
     except (EOFError, ConnectionError) as e:
         # --async-envs: a worker died (killed, out of memory): keep what ran
         print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         status = "failed"
-    # --async-envs: a step may be pending after Ctrl-C or SIGTERM, or a worker gone; stop the workers
+    # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+    # the other workers are ended directly (they ignore SIGTERM)
     try:
-        envs.close(terminate=status != "finished")
+        envs.close()
     except (EOFError, ConnectionError):
-        # the dead worker's pipe, read while closing: end the others directly
         for process in envs.unwrapped.processes:
-            process.terminate()
+            process.kill()
         envs.unwrapped.closed = True
 
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
@@ -491,16 +787,18 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
 
 
 class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
-    def __init__(self, args, columns):
-        self.args, self.start, self.episodes = args, time.time(), []  # episodes: (return, length)
+    def __init__(self, args, columns, part=None):  # part: its checkpoint's (--resume)
+        self.args, self.start, self.part = args, time.time(), part or so_far(None, 0)
+        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.terminated = None, None, False
-        self.run_dir = os.path.join(args.output_dir, f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}")
+        self.end, self.wandb, self.stopping = None, None, None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
+        self.run_dir = args.resume or os.path.join(args.output_dir, name)
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
-                name = os.path.basename(self.run_dir)
                 self.wandb = wandb.init(
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
@@ -509,30 +807,25 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.jso
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "w", buffering=1, newline=""), columns)
-        self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir)  # TensorBoard: tensorboard --logdir runs
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not part:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, disable=None, unit="step")  # bar on ttys
-        signal.signal(signal.SIGTERM, self.stop)  # Slurm's time limit, kill and timeout send it
-
-    def stop(self, signum, frame):  # SIGTERM: the run stops between two steps, as with Ctrl-C
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a 2nd must not cut the summary
-        self.terminated = True
-        raise KeyboardInterrupt
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
 
     def count_update(self, global_step):  # before each update (PPO: iteration)
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
 
-    def stats(self, global_step):  # steps/s to the end of training, and the last 20 episodes
-        now, last = time.time(), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=None, episodic_return=last[0], episodic_length=last[1])
-        if self.burnin_end and global_step > self.burnin_end[1]:
-            stats["sps"] = (global_step - self.burnin_end[1]) / ((self.end or now) - self.burnin_end[0])
-        return dict(stats, wall_time_s=now - self.start)
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -562,21 +855,23 @@ class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.jso
         self.end, args, evals = time.time(), self.args, []  # steps/s ends here
         self.bar.close()
         if args.save_model and status != "diverged":  # what is needed to act, and whence
-            torch.save({**model, "env_id": args.env_id, "args": asdict(args)}, os.path.join(self.run_dir, "model.pt"))
-        try:  # Ctrl-C during the evaluation still writes the summary
-            if args.eval_episodes and status == "finished":
+            save(self, dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and status == "finished"
+            if self.evaluating:
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:
-            status = "interrupted"
-        status = "terminated" if status == "interrupted" and self.terminated else status
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            status = self.stopping or "interrupted"
+        self.evaluating = False
+        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        summary.update(
-            cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=int(os.environ.get("WORLD_SIZE", 1))
-        )
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), **fields)
-        summary["warmup_s"] = self.burnin_end[0] - self.learning_start if self.burnin_end else None
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
         summary["status"] = "evaluated" if evals and args.eval_model else status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
         if evals:

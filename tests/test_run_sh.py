@@ -360,8 +360,8 @@ FAKE_SCRIPT = textwrap.dedent("""
         status, code = "interrupted", 130
     except Terminated:
         status, code = "terminated", 143
-    run_dir = pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1"
-    run_dir.mkdir(parents=True)
+    run_dir = pathlib.Path(flag("--resume") or pathlib.Path(flag("--output-dir", "runs")) / f"Fake-v0__{script}__{seed}__1")
+    run_dir.mkdir(parents=True, exist_ok="--resume" in argv)
     metrics = "global_step,sps,episodic_return,episodic_length,wall_time_s\\n100,50,1.5,10,0.5\\n200,50,2.5,10,1.0\\n"
     (run_dir / "metrics.csv").write_text(metrics)
     args = {"env_id": "Fake-v0", "seed": seed, "total_timesteps": int(flag("--total-timesteps", 200)), "argv": argv,
@@ -537,6 +537,30 @@ def test_driver_records_a_terminated_run_and_stops(tmp_path):
         f"The run was {aggregate.TERMINATED}." in failure
         and "End of `logs/sac_continuous_action__baseline__seed2.log`" in failure
     )
+
+
+def test_resume_finishes_the_runs_an_earlier_call_left(tmp_path):
+    """./run.sh --resume OUT: the runs of the earlier call's plan that did not finish run again, each from its run's
+    checkpoint.pt where it has one (--resume), in its own folder; those never started start; runs.tsv and results.csv
+    keep one row per run; the finished ones are left alone."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", out]
+    run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_TERMINATE_SEED": "2"}, check=143)
+    (stopped,) = (out / "runs/sac_continuous_action/baseline/seed2").iterdir()
+    (stopped / "checkpoint.pt").write_bytes(b"a checkpoint")  # as the script leaves one when SIGTERM stops it
+    first = (out / "runs/sac_continuous_action/baseline/seed1").stat().st_mtime_ns
+    proc = run_sh("--resume", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    assert "[1/2] sac_continuous_action__baseline__seed2" in proc.stdout and "[resumed]" in proc.stdout, proc.stdout
+    recorded = aggregate.read_runs(out)
+    assert [(r["seed"], r["status"]) for r in recorded] == [(1, "finished"), (2, "finished"), (3, "finished")]
+    argv = json.loads((stopped / "summary.json").read_text())["args"]["argv"]
+    assert argv[argv.index("--resume") + 1] == str(stopped)  # on from its checkpoint, in its folder
+    assert len(list((out / "runs/sac_continuous_action/baseline/seed2").iterdir())) == 1
+    assert "--resume" in next(r["command"] for r in recorded if r["seed"] == 2)
+    assert (out / "runs/sac_continuous_action/baseline/seed1").stat().st_mtime_ns == first  # not run again
+    assert [r["status"] for r in read_results(out)] == ["finished"] * 3
+    assert run_sh("--resume", tmp_path / "nothing", check=2).stderr.startswith("run.sh: error: --resume: ")
 
 
 def test_jobs_run_at_once_each_on_its_own_cores(tmp_path):
@@ -848,3 +872,28 @@ def test_variant_files_are_variants_of_their_algorithm(tmp_path):
     run_sh("--quick", *flags[:2], "--seeds", "1", "--out", tmp_path / "quick", env=env, check=1)  # fast files: missing
     quick = json.loads((tmp_path / "quick" / "bench.json").read_text())
     assert quick["variants"] == ["baseline", "fast", "compile", "compile_cudagraphs", "ray", "multigpu"]
+
+
+def test_aggregate_draws_a_reference(tmp_path):
+    """--reference FILE (CleanRL's published returns, offline): each curves panel shows the reference's points for its
+    env id, and results.md gains a column: each row's return at the reference's last step against the reference."""
+    runs = tmp_path / "runs"
+    for seed, curve in [(1, (1.0, 2.0, 3.0)), (2, (1.0, 2.0, 5.0))]:
+        write_run(runs, "sac_continuous_action", "fast", seed, 100, curve[-1], returns_curve=curve)
+    write_run(runs, "dqn", "fast", 1, 100, 3.0, env_id="CartPole-v1")  # no reference for it: a dash
+    reference = tmp_path / "reference.csv"
+    reference.write_text(
+        "algorithm,env_id,step,return,std,seeds,source,how_read\n"
+        "sac_continuous_action,HalfCheetah-v4,2500,2.0,,3,here,read off a plot\n"
+        "sac_continuous_action,HalfCheetah-v4,3000,4.5,0.5,3,here,published\n"
+        "sac_continuous_action,Hopper-v4,3000,9.0,1.0,3,here,another env: not on this panel\n"
+    )
+    run_sh("--aggregate", runs, "--reference", reference, check=0)
+    table = md_rows(runs)
+    # the runs' returns at step 3000 (their rows at 2000, 2500, 3000): 3.0 and 5.0
+    assert table[("sac_continuous_action", "fast")]["return at CleanRL's step"] == "4.0 ± 1.4 (2 runs) vs 4.5 ± 0.5 at 3,000"
+    assert table[("dqn", "fast")]["return at CleanRL's step"] == "–"
+    assert "return at CleanRL's step: each run's episodic return" in (runs / "results.md").read_text()
+    check_png(runs / "curves_sac_continuous_action.png")
+    proc = run_sh("--aggregate", runs, "--reference", tmp_path / "none.csv", check=2)
+    assert proc.stderr.startswith("run.sh: error: --reference: no such file"), proc.stderr

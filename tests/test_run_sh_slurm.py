@@ -5,11 +5,14 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
+import torch
+from helpers.background import wait_until
 from helpers.run_sh import md_rows, read_results, run_sh
-from helpers.scripts import importable
+from helpers.scripts import ROOT, importable
 
 pytestmark = [
     pytest.mark.slurm,
@@ -132,3 +135,47 @@ def test_an_append_submits_its_own_plan(tmp_path):
     assert sorted(p.name for p in (out / "tasks").iterdir()) == ["1.0.tsv", "2.0.tsv"]
     run_sh("--aggregate", out, check=0)  # (the first aggregation may have run before the second array ended)
     assert sorted((r["variant"], r["status"]) for r in read_results(out)) == [("baseline", "finished"), ("fast", "finished")]
+
+
+def test_a_requeued_task_goes_on_from_its_checkpoint(tmp_path):
+    """As a preemption does: the task requeued midway (scontrol requeue) gets SIGTERM, its run checkpoints and stops;
+    the task runs again and resumes that run in its folder. It completes, its model.pt equals that of an uninterrupted
+    run of the same seed, and results.csv holds one row for it, recording the resume. run.sh submits with --requeue and
+    --signal=B:USR1@120, which the task passes on to its run."""
+    out = tmp_path / "bench"
+    flags = ["--env-id", "Pendulum-v1", "--learning-starts", 200, "--log-interval", 50, "--save-model"]
+    budget = ["--scripts", "sac_continuous_action", "--variants", "fast", "--seeds", "1", "--total-timesteps", 2500]
+    proc = run_sh(*budget, "--slurm", "--out", out, "--", *flags, check=0)
+    array, aggregation = re.search(r"job array (\d+) .* aggregation job (\d+)", proc.stdout).groups()
+    record = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True).stdout
+    assert "Requeue=1" in record, record
+
+    def rows():
+        files = list(out.glob("runs/*/*/*/*/metrics.csv"))
+        return len(files[0].read_text().splitlines()) - 1 if files else 0
+
+    wait_until(lambda: rows() >= 8, 600, "the run's first metrics rows")
+    subprocess.run(["scontrol", "requeue", f"{array}_0"], check=True)
+    # Slurm holds a requeued job back (its begin time) for a while before it may start again: let it start now
+    for _ in range(600):
+        if squeue_reason(f"{array}_0") == "BeginTime":
+            subprocess.run(["scontrol", "update", f"JobId={array}_0", "StartTime=now"], check=True)
+            break
+        time.sleep(0.2)
+    wait_for([array, aggregation])
+    (run_dir,) = out.glob("runs/*/*/*/*/")  # one run folder: the task went on in it
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["resumes"] == 1 and not (run_dir / "checkpoint.pt").exists()
+    results = read_results(out)
+    assert [(r["status"], r["resumes"]) for r in results] == [("finished", "1")]
+    straight = tmp_path / "straight"
+    command = [sys.executable, str(ROOT / "scripts/sac_continuous_action_torchcompile.py"), "--seed", "1"]
+    command += ["--total-timesteps", "2500", *map(str, flags), "--output-dir", str(straight)]
+    subprocess.run(command, check=True, capture_output=True, timeout=900)
+    a = torch.load(next(straight.glob("*/model.pt")), weights_only=True)["model"]
+    b = torch.load(run_dir / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def squeue_reason(job):
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%r"], capture_output=True, text=True).stdout.strip()
