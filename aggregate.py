@@ -481,12 +481,11 @@ def header_lines(runs, bench):
             "these steps/s and returns are NOT representative of the default budgets."
         )
     elif bench.get("total_timesteps") or bench.get("extra"):
-        changed = []
-        if bench.get("total_timesteps"):
-            changed.append(f"--total-timesteps {bench['total_timesteps']}")
-        changed += bench.get("extra") or []
-        flags = " ".join(flag for flag in changed if flag)
-        lines.append(f"**Budgets: not the defaults**: {flags} (the steps column gives each run's budget).")
+        # Every algorithm's own budget, from its runs (run.sh --append may give each algorithm another one)
+        steps = "; ".join(
+            f"{algorithm} {step_budgets(group)}" for algorithm, group in runs.groupby("algorithm", sort=False).total_timesteps
+        )
+        lines.append(f"**Budgets: not the defaults**: --total-timesteps {steps} (the command above gives every flag).")
     elif bench:
         lines.append("Budgets: the scripts' defaults.")
     for algorithm, flags in (bench.get("budgets") or {}).items():

@@ -233,6 +233,21 @@ def test_aggregate_py_records_how_run_sh_was_called_and_the_machine(tmp_path):
     assert "- cpu_sets: ['0', '1']" in (tmp_path / "machine.md").read_text()
 
 
+def test_the_budgets_line_names_every_algorithms_budget(tmp_path):
+    """Two calls with --append, each with its own --total-timesteps: results.md names both budgets, not the last one."""
+    runs = tmp_path / "runs"
+    write_run(runs, "sac_continuous_action", "fast", 1, 100, 3.0)
+    dqn = write_run(runs, "dqn", "fast", 1, 100, 3.0, env_id="CartPole-v1")
+    summary = json.loads((dqn / "summary.json").read_text())
+    summary["args"]["total_timesteps"] = 500
+    (dqn / "summary.json").write_text(json.dumps(summary))
+    aggregate.main(["--record-bench", str(tmp_path), "--command=./run.sh a", "--total-timesteps=3000", "--budget=sac="])
+    aggregate.main(["--record-bench", str(tmp_path), "--command=./run.sh b", "--total-timesteps=500", "--budget=dqn="])
+    run_sh("--aggregate", tmp_path, check=0)
+    md = (tmp_path / "results.md").read_text()
+    assert "**Budgets: not the defaults**: --total-timesteps sac_continuous_action 3,000; dqn 500 (" in md, md[:800]
+
+
 def test_aggregate_synthetic(tmp_path):
     out = tmp_path / "bench"
     runs = out / "runs"
