@@ -378,7 +378,9 @@ def return_at(folder, run, step):
         return None
     reached = [float(r["episodic_return"]) for r in rows if int(r["global_step"]) <= step]
     last = max((int(r["global_step"]) for r in rows), default=0)
-    return reached[-1] if reached and last >= step else None
+    # A finished run got to its budget, though its last row may fall short of it by less than a batch (PPO's 1M: 999,424)
+    finished = run.status == "finished" and (run.total_timesteps or 0) >= step
+    return reached[-1] if reached and (last >= step or finished) else None
 
 
 def number(x):

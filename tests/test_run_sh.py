@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import pytest
 from helpers.run_sh import RUN_SH, check_png, load_aggregate, md_rows, md_table, read_results, run_sh
@@ -910,5 +911,11 @@ def test_aggregate_draws_a_reference(tmp_path):
     assert table[("dqn", "fast")]["return at CleanRL's step"] == "–"
     assert "return at CleanRL's step: each run's episodic return" in (runs / "results.md").read_text()
     check_png(runs / "curves_sac_continuous_action.png")
+    # A finished run's last row may fall short of its budget by less than a batch (PPO's 1M ends at 999,424): it got there
+    run = types.SimpleNamespace(
+        run_dir=next(runs.glob("HalfCheetah-v4__*__1__*")).name, status="finished", total_timesteps=3500
+    )
+    assert aggregate.return_at(runs, run, 3500) == 3.0
+    assert aggregate.return_at(runs, types.SimpleNamespace(**{**vars(run), "status": "terminated"}), 3500) is None
     proc = run_sh("--aggregate", runs, "--reference", tmp_path / "none.csv", check=2)
     assert proc.stderr.startswith("run.sh: error: --reference: no such file"), proc.stderr
