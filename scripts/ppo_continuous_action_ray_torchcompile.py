@@ -691,7 +691,14 @@ class Runners:
         try:
             # the embedded default: no setup, loopback only, no dashboard
             if args.ray_address is None:
-                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
+                # Ray starts its processes with SIGINT blocked, so that Ctrl-C stops the learner alone; SIGTERM too here:
+                # a SIGTERM to all of the run's processes (Slurm's time limit) reaches the learner alone, which stops
+                # with its checkpoint, runners included, then ends them (ray.shutdown: SIGKILL after a few seconds)
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                try:
+                    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             else:
                 ray.init(address=args.ray_address, logging_level="ERROR")
         except ConnectionError as e:
@@ -708,12 +715,14 @@ class Runners:
                 f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
             )
 
-    def start(self, video_dir):
+    def start(self, log):
         # a runner whose process or node dies comes back (100 times at most: a runner that crashes at every start
         # ends the run) and its rollout is asked for again
         options = dict(num_cpus=self.args.env_runner_cpus, max_restarts=100, max_task_retries=-1, scheduling_strategy="SPREAD")
         runner = self.ray.remote(EnvRunner).options(**options)
+        video_dir = os.path.join(log.run_dir, "videos")
         self.actors = [runner.remote(self.args, i, video_dir) for i in range(self.args.env_runners)]
+        self.log = log  # (whether the run was asked to stop)
         # each runner's node, as its last rollout reported it
         self.nodes = [None] * len(self.actors)
         self.all_nodes = []  # every node a runner ran on
@@ -724,25 +733,7 @@ class Runners:
         observation after the last step, the finished episodes in env order, and env 0's statistics."""
         # one broadcast per iteration
         weights = self.ray.put({k: v.cpu() for k, v in agent.state_dict().items()})
-        calls = [actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)]
-        waited = 0
-        pending = calls
-        while pending:  # never a silent wait: a line each minute while rollouts are missing
-            pending = self.ray.wait(pending, num_returns=len(pending), timeout=60)[1]
-            waited += 60
-            if pending:
-                missing = [calls.index(call) for call in pending]
-                print(
-                    f"warning: --env-runners: runners {missing} not back after {waited} s (slow envs, or Ray restarting"
-                    " them: it waits for free CPUs)",
-                    file=sys.stderr,
-                )
-        try:
-            results = self.ray.get(calls)
-        except self.ray.exceptions.RayError as e:
-            # a runner's error: its traceback, then the run stops
-            print(e, file=sys.stderr)
-            raise ConnectionError("an env runner failed") from e
+        results = self.answers([actor.sample.remote(weights, s) for actor, s in zip(self.actors, self.statistics)])
         n = self.args.num_envs // len(self.actors)
         for i, result in enumerate(results):
             if result["restarted"]:
@@ -760,10 +751,33 @@ class Runners:
         return next_obs, episodes, results[0]["statistics"]["obs_rms"][0]
 
     def state(self):  # for the checkpoint: every runner's, in runner order
-        return self.ray.get([actor.get_state.remote() for actor in self.actors])
+        return self.answers([actor.get_state.remote() for actor in self.actors])
 
     def set_state(self, states):  # --resume: each runner as the checkpoint has it
-        self.ray.get([actor.set_state.remote(state) for actor, state in zip(self.actors, states)])
+        self.answers([actor.set_state.remote(state) for actor, state in zip(self.actors, states)])
+
+    def answers(self, calls):
+        """What the runners return for calls, in order; ConnectionError if a runner failed. Never a silent wait: a line
+        each minute while some are missing. Once the run was asked to stop, 10 s at most: a cluster that got the
+        signal too (Slurm's time limit) is gone, and Ray would wait for it a minute, then end the process."""
+        waited, waited_stopping, pending = 0, 0, calls
+        while pending:
+            pending = self.ray.wait(pending, num_returns=len(pending), timeout=1)[1]
+            waited, waited_stopping = waited + 1, waited_stopping + bool(self.log.stopping)
+            if pending and waited_stopping >= 10:
+                raise ConnectionError(f"runners {[calls.index(call) for call in pending]} not back 10 s after the stop")
+            if pending and waited % 60 == 0:
+                print(
+                    f"warning: --env-runners: runners {[calls.index(call) for call in pending]} not back after {waited} s"
+                    " (slow envs, or Ray restarting them: it waits for free CPUs)",
+                    file=sys.stderr,
+                )
+        try:
+            return self.ray.get(calls)
+        except self.ray.exceptions.RayError as e:
+            if not self.log.stopping:  # a runner's error: its traceback, then the run stops
+                print(e, file=sys.stderr)
+            raise ConnectionError("an env runner failed") from e
 
     def summary(self):  # for summary.json
         return dict(runner_nodes=self.nodes, nodes_used=self.all_nodes, runner_restarts=self.restarts)
@@ -979,7 +993,7 @@ def main(args: Args):
     device = torch.device("cuda" if args.cuda else "cpu")
 
     # Runners: the envs are theirs (NEXT_STEP autoreset, as in the core file); one made here gives the spaces
-    runners.start(os.path.join(log.run_dir, "videos"))
+    runners.start(log)  # (its videos go to the run's folder)
     probe = make_env(args.env_id, -1, False, None, args.gamma)()
     obs_dim, action_dim = int(np.prod(probe.observation_space.shape)), int(np.prod(probe.action_space.shape))
     probe.close()
@@ -1078,8 +1092,8 @@ def main(args: Args):
     except KeyboardInterrupt:
         status = "interrupted"
     except ConnectionError as e:
-        # Runners: a runner failed (its error printed above): keep what ran. Once the run was asked to stop (SIGTERM to
-        # its processes ends its local Ray too), that is how it stops, not a failure: its last checkpoint stays.
+        # Runners: a runner failed (its error printed above): keep what ran. Once the run was asked to stop (a cluster
+        # stopped with it), that is how it stops, not a failure: its last checkpoint stays.
         if not log.stopping:
             print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
         status = log.stopping or "failed"

@@ -262,18 +262,27 @@ def test_ray_address_auto_without_a_cluster(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def test_sigterm_to_the_run_s_processes_ends_it_saved_and_leaves_no_ray_process(tmp_path):
-    """As Slurm's time limit does: SIGTERM to every process of the run's session (the script, its local Ray's GCS and
-    raylet; the runners live in sessions of their own). The run says it was terminated, keeps its model, and Ray's
-    processes are gone."""
+def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_ray_process(tmp_path):
+    """As Slurm's time limit does: SIGTERM to every process of the run (the script, its local Ray's GCS, raylet and
+    agents, the runners). The local Ray started with SIGTERM blocked, so the learner alone acts on it: the run says it
+    was terminated, its checkpoint holds the step it stopped at and both runners' envs, its model is kept, and the
+    learner's shutdown ends Ray's processes."""
+    import torch
+
     flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 1_000_000, "--env-runners", 2, "--save-model"]
     with Background(CONT, *flags, tmp_path=tmp_path) as run:
         run.wait_for_rows(2)
         started = {pid: command(pid) for pid in descendants(run.proc.pid)}
-        run.signal(signal.SIGTERM, group=True)
+        run.signal(signal.SIGTERM)
+        for pid, cmdline in started.items():
+            if command(pid) == cmdline:  # (still that process)
+                os.kill(pid, signal.SIGTERM)
         summary = run.finish(limit=120, status=143)
         assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
-        assert (pathlib.Path(summary["_run_dir"]) / "model.pt").is_file()
+        run_dir = pathlib.Path(summary["_run_dir"])
+        assert (run_dir / "model.pt").is_file()
+        saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+        assert saved["log"]["step"] == summary["global_step"] and len(saved["runners"]) == 2
 
         def ray_gone():  # Ray's processes end after the driver's shutdown
             return not [pid for pid, cmdline in started.items() if command(pid) == cmdline]
