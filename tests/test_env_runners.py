@@ -4,6 +4,7 @@ the script starts (on 127.0.0.1 only), and a real two-node cluster on loopback (
 own multi-node test utility). Every process a test starts is stopped by its process id. This test process never
 imports ray."""
 
+import csv
 import ipaddress
 import json
 import os
@@ -12,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers.background import Background, command, descendants, kill_if_still, wait_until
@@ -31,6 +33,13 @@ def helpers_importable(monkeypatch):
     """The runs (and their runners) import `helpers.envs` for the Target env."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+
+
+def metrics_rows(run):
+    """A running run's metrics.csv rows so far."""
+    (path,) = run.out.glob("*/metrics.csv")
+    with open(path) as f:
+        return list(csv.DictReader(f))
 
 
 def runner_pids(pid):
@@ -205,6 +214,22 @@ def test_a_removed_node_s_runners_come_back_on_the_other_node(cluster, tmp_path,
     assert sorted(summary["nodes_used"]) == sorted([head, worker])
     assert [(r["node"], r["was_on"]) for r in summary["runner_restarts"]] == [(head, worker)], summary["runner_restarts"]
     assert err.count("warning: --env-runners: runner") == 1, err[-3000:]
+
+
+def test_a_stop_does_not_wait_for_a_stuck_runner(tmp_path):
+    """A runner whose rollout never comes back (SIGSTOP: a hung simulator; Ray sees nothing wrong): SIGTERM to the
+    learner ends the run at most 10 s later, terminated, with the iterations it finished, instead of waiting on."""
+    flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 1_000_000, "--env-runners", 2]
+    with Background(CONT, *flags, tmp_path=tmp_path) as run:
+        run.wait_for_rows(2)
+        stuck = runner_pids(run.proc.pid)[1]
+        os.kill(stuck, signal.SIGSTOP)
+        time.sleep(3)  # the learner waits for it now (its iteration in flight may have ended meanwhile)
+        rows = metrics_rows(run)
+        run.signal(signal.SIGTERM)
+        summary = run.finish(limit=60, status=143)  # (Ray would wait for the runner forever)
+    assert summary["status"] == "terminated" and summary["global_step"] == int(rows[-1]["global_step"])
+    assert rows == metrics_rows(run) and "error" not in "".join(run.stderr), run.output()
 
 
 # --- bad input: one line naming the flag, no run folder, no hang -------------------------------------------------
