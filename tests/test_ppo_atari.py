@@ -397,7 +397,11 @@ def test_compiled_policy_and_gae_match_eager(compiled_pair):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("compile", [False, pytest.param(True, marks=pytest.mark.compile)])
-def test_cudagraphs_match_eager(fast, compile):
+def test_cudagraphs_match_eager(fast, compile, monkeypatch):
+    # cuDNN's TF32 convolutions (on by default) differ between eager and the captured graph by about 1e-3, which Adam
+    # turns into steps of up to lr on near-zero gradients (seen on an H200): compare the two in full fp32
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
     cuda = torch.device("cuda")
     torch.manual_seed(0)
     agent = fast.Agent(4).to(cuda)
@@ -411,7 +415,10 @@ def test_cudagraphs_match_eager(fast, compile):
         mb = [x.to(cuda) for x in minibatch(seed=i)]
         out, out_g = update(*mb), update_g(*mb)
         torch.testing.assert_close(out_g, out, rtol=1e-3, atol=1e-4)
-        assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters")
+        # compiled: inductor's kernels sum in another order, one element in 32768 off by 1.3e-5 after 6 steps (an H200),
+        # a twentieth of one Adam step at lr 2.5e-4; a wrong update moves most elements by about a step
+        atol = 5e-5 if compile else 1e-5
+        assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters", atol=atol)
         obs = mb[0][:2]
         _, _, v, _ = policy(obs)
         a_g, logp_g, v_g, greedy_g = policy_g(obs)
