@@ -415,7 +415,7 @@ def test_cudagraphs_match_eager(fast, compile, monkeypatch):
         mb = [x.to(cuda) for x in minibatch(seed=i)]
         out, out_g = update(*mb), update_g(*mb)
         torch.testing.assert_close(out_g, out, rtol=1e-3, atol=1e-4)
-        # compiled: inductor's kernels sum in another order, one element in 32768 off by 1.3e-5 after 6 steps (an H200),
+        # compiled: inductor's kernels sum in another order, one element in 32768 off by 1.3e-5 within 6 steps (an H200),
         # a twentieth of one Adam step at lr 2.5e-4; a wrong update moves most elements by about a step
         atol = 5e-5 if compile else 1e-5
         assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters", atol=atol)
