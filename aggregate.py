@@ -157,6 +157,9 @@ def read_summary(folder, path, row):
     record.update(flags)
     record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")
     record.update(row)
+    if row.get("status") in ("terminated", "interrupted") and summary.get("status") == "finished":
+        # stopped under run.sh, then taken to its end by the script's own --resume: its summary is the later record
+        record.update(status="finished", exit_code="0")
     return record
 
 

@@ -151,7 +151,8 @@ Options:
                           task goes on from its run's checkpoint.pt, in the same run folder)
   --resume DIR            finish the runs of an earlier ./run.sh into DIR (not --slurm) that did not finish: each
                           goes on from its checkpoint.pt where it has one (--resume of the scripts), else starts
-                          again; runs.tsv keeps one row per run
+                          again; runs.tsv keeps one row per run. A run finished since by its script's own
+                          --resume (its summary.json says finished) counts as finished
   -h, --help              this help
   -- FLAGS...             passed to every script after run.sh's own flags (the last of a repeated flag wins),
                           e.g. -- --no-cuda   or   -- --env-id Hopper-v4
@@ -436,6 +437,9 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
 elif [ -n "$RESUME" ]; then # the runs of the plan that runs.tsv does not record as finished
     while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
         if cut -f4,7 "$OUT/runs.tsv" | grep -qxF "finished"$'\t'"$log"; then continue; fi
+        # a run stopped here, then taken to its end by its script's own --resume: its summary.json says finished
+        recorded=$(awk -F'\t' -v l="$log" '$7 == l { print $6 }' "$OUT/runs.tsv")
+        if [ -n "$recorded" ] && grep -qE '"status": *"finished"' "$OUT/$recorded" 2>/dev/null; then continue; fi
         P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
     done < <(tail -n +2 "$OUT/plan.tsv")
 else

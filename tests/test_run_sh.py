@@ -579,6 +579,30 @@ def test_resume_finishes_the_runs_an_earlier_call_left(tmp_path):
     assert run_sh("--resume", tmp_path / "nothing", check=2).stderr.startswith("run.sh: error: --resume: ")
 
 
+def test_a_run_resumed_by_its_own_script_counts_as_finished(tmp_path):
+    """A run that run.sh recorded as terminated, then taken to its end with its script's own --resume (to resume it
+    before the plan's earlier runs): the tables say finished, and ./run.sh --resume leaves it alone."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", out]
+    run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_TERMINATE_SEED": "2"}, check=143)
+    (stopped,) = (out / "runs/sac_continuous_action/baseline/seed2").iterdir()
+    script = [sys.executable, str(scripts / "sac_continuous_action.py"), "--seed", "2", "--resume", str(stopped)]
+    subprocess.run(script, check=True, capture_output=True)
+    mtime = (stopped / "summary.json").stat().st_mtime_ns
+    run_sh("--aggregate", out, check=0)
+    assert [r["status"] for r in read_results(out)] == ["finished", "finished"]
+    assert [r["status"] for r in aggregate.read_runs(out)] == ["finished", "terminated"]  # run.sh's own record stays
+    proc = run_sh("--resume", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    assert "[1/1] sac_continuous_action__baseline__seed3" in proc.stdout and "seed2" not in proc.stdout, proc.stdout
+    assert (stopped / "summary.json").stat().st_mtime_ns == mtime  # not run again
+    assert [(r["seed"], r["status"], r["exit_code"]) for r in read_results(out)] == [
+        ("1", "finished", "0"),
+        ("2", "finished", "0"),
+        ("3", "finished", "0"),
+    ]
+
+
 def test_jobs_run_at_once_each_on_its_own_cores(tmp_path):
     """--jobs 2: two runs at once (each waits until the other has started), each pinned to its own half of the cores
     with OMP_NUM_THREADS set to match; machine.json records the split and results.md says the speeds shared the machine."""
