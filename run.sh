@@ -152,7 +152,8 @@ Options:
   --resume DIR            finish the runs of an earlier ./run.sh into DIR (not --slurm) that did not finish: each
                           goes on from its checkpoint.pt where it has one (--resume of the scripts), else starts
                           again; runs.tsv keeps one row per run. A run finished since by its script's own
-                          --resume (its summary.json says finished) counts as finished
+                          --resume (its summary.json says finished) counts as finished. With --scripts,
+                          --variants or --seeds: only the unfinished runs they name, in the plan's order
   -h, --help              this help
   -- FLAGS...             passed to every script after run.sh's own flags (the last of a repeated flag wins),
                           e.g. -- --no-cuda   or   -- --env-id Hopper-v4
@@ -336,6 +337,7 @@ if [ -n "$RESUME" ]; then # the unfinished runs of an earlier local ./run.sh: it
     [ "$SLURM" = 0 ] && [ -z "$RUN_TASK" ] || die "--resume: for a benchmark run here (a Slurm task resumes by itself)"
     [ -f "$RESUME/plan.tsv" ] && [ -f "$RESUME/runs.tsv" ] || die "--resume: $RESUME holds no benchmark of ./run.sh (plan.tsv, runs.tsv)"
     OUT="$RESUME" APPEND=1
+    PICK_SCRIPTS="${SEL_SCRIPTS//,/ }" PICK_VARIANTS="${SEL_VARIANTS//,/ }" PICK_SEEDS="${SEEDS//,/ }" # given: only those
 fi
 [ -n "$SEL_SCRIPTS" ] || SEL_SCRIPTS="${ALGOS// /,}"
 if [ -z "$SEL_VARIANTS" ]; then
@@ -436,6 +438,9 @@ if [ -n "$RUN_TASK" ]; then # a Slurm task reads the plan that --slurm wrote
     done < <(tail -n +2 "$OUT/slurm/plan.${RUN_TASK%%:*}.tsv")
 elif [ -n "$RESUME" ]; then # the runs of the plan that runs.tsv does not record as finished
     while IFS=$'\t' read -r _ a v s rundir log shown quoted; do
+        if [ -n "$PICK_SCRIPTS" ] && ! in_list "$a" "$PICK_SCRIPTS"; then continue; fi # --scripts etc.: those only
+        if [ -n "$PICK_VARIANTS" ] && ! in_list "$v" "$PICK_VARIANTS"; then continue; fi
+        if [ -n "$PICK_SEEDS" ] && ! in_list "$s" "$PICK_SEEDS"; then continue; fi
         if cut -f4,7 "$OUT/runs.tsv" | grep -qxF "finished"$'\t'"$log"; then continue; fi
         # a run stopped here, then taken to its end by its script's own --resume: its summary.json says finished
         recorded=$(awk -F'\t' -v l="$log" '$7 == l { print $6 }' "$OUT/runs.tsv")

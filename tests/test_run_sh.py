@@ -579,6 +579,31 @@ def test_resume_finishes_the_runs_an_earlier_call_left(tmp_path):
     assert run_sh("--resume", tmp_path / "nothing", check=2).stderr.startswith("run.sh: error: --resume: ")
 
 
+def test_resume_with_a_selection_runs_only_those(tmp_path):
+    """./run.sh --resume OUT --seeds 3: of the plan's unfinished runs, only those the selection names, the others left
+    as they are for a later --resume; a selection of none of them runs nothing."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    env = {"RUN_SH_SCRIPTS_DIR": str(scripts)}
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", out]
+    run_sh(*args, env={**env, "FAKE_TERMINATE_SEED": "2"}, check=143)
+    (stopped,) = (out / "runs/sac_continuous_action/baseline/seed2").iterdir()
+    (stopped / "checkpoint.pt").write_bytes(b"a checkpoint")  # as the script leaves one when SIGTERM stops it
+    proc = run_sh("--resume", out, "--seeds", "3", env=env, check=0)
+    assert "[1/1] sac_continuous_action__baseline__seed3" in proc.stdout and "seed2" not in proc.stdout, proc.stdout
+    assert [(r["seed"], r["status"]) for r in aggregate.read_runs(out)] == [
+        (1, "finished"),
+        (2, "terminated"),
+        (3, "finished"),
+    ]
+    proc = run_sh("--resume", out, "--variants", "fast", env=env, check=0)
+    assert "seed2" not in proc.stdout, proc.stdout
+    assert run_sh("--resume", out, "--scripts", "nonsense", env=env, check=2).stderr.startswith("run.sh: error: --scripts: ")
+    proc = run_sh("--resume", out, env=env, check=0)
+    assert "[1/1] sac_continuous_action__baseline__seed2" in proc.stdout, proc.stdout
+    assert [r["status"] for r in aggregate.read_runs(out)] == ["finished"] * 3
+
+
 def test_a_run_resumed_by_its_own_script_counts_as_finished(tmp_path):
     """A run that run.sh recorded as terminated, then taken to its end with its script's own --resume (to resume it
     before the plan's earlier runs): the tables say finished, and ./run.sh --resume leaves it alone."""
