@@ -233,6 +233,7 @@ def test_captured_policies_follow_in_place_weight_updates(algo, flags):
     """Capture the policy, then change the weights in place: the replays act with the new weights, as eager code
     computes them (DQN: the arg-max; SAC: the squashed mean; TD3: the actor's action before noise)."""
     cuda = torch.device("cuda")
+    torch.manual_seed(0)
     obs = torch.randn(64, OBS_DIM, device=cuda)
     if algo == "dqn":
         module = load_script("dqn_torchcompile")
@@ -258,8 +259,9 @@ def test_captured_policies_follow_in_place_weight_updates(algo, flags):
             expected = reference()
         if algo == "dqn":
             assert_greedy(act(), expected, "captured greedy policy")
-        else:
-            torch.testing.assert_close(act(), expected, rtol=1e-4, atol=1e-5)
+        else:  # shaken weights make large pre-activations that nearly cancel: compiled sums in another order were off by
+            # 2.7e-5 in 1 of 192 actions (TD3, reduce-overhead, an H100); stale weights would be off by about 1
+            torch.testing.assert_close(act(), expected, rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("flags", GRAPHS)

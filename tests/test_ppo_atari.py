@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from helpers.parity import assert_all_close
+from helpers.parity import assert_all_close, assert_updates_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
 ENV_ID = "Breakout-v5"
@@ -409,16 +409,19 @@ def test_cudagraphs_match_eager(fast, compile, monkeypatch):
     opt, (policy, gae, update) = build(fast, agent, cuda, False, False)
     opt_g, (policy_g, gae_g, update_g) = build(fast, agent_g, cuda, compile, True)
     r = make_rollout(T=16, N=2, seed=3)
+    before = {name: p.detach().clone() for name, p in agent.named_parameters()}
     for i in range(6):  # past the warm-up calls: captured, then replayed
         for o in (opt, opt_g):  # an lr change after the capture reaches the graphed step (it reads the lr tensor)
             o.param_groups[0]["lr"].fill_(2.5e-4 if i < 4 else 1e-4)
         mb = [x.to(cuda) for x in minibatch(seed=i)]
         out, out_g = update(*mb), update_g(*mb)
         torch.testing.assert_close(out_g, out, rtol=1e-3, atol=1e-4)
-        # compiled: inductor's kernels sum in another order, one element in 32768 off by 1.3e-5 within 6 steps (an H200),
-        # a twentieth of one Adam step at lr 2.5e-4; a wrong update moves most elements by about a step
-        atol = 5e-5 if compile else 1e-5
-        assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters", atol=atol)
+        if compile:  # inductor's kernels sum in another order: 4 of 1.6M elements off by up to 7.2e-5 (an H100), within
+            # one Adam step at lr 2.5e-4 (Adam's first steps move an element by about lr whatever its gradient's size):
+            # the update as a whole is compared
+            assert_updates_close(dict(agent_g.named_parameters()), dict(agent.named_parameters()), before, "parameters")
+        else:
+            assert_all_close(list(agent_g.parameters()), list(agent.parameters()), "parameters")
         obs = mb[0][:2]
         _, _, v, _ = policy(obs)
         a_g, logp_g, v_g, greedy_g = policy_g(obs)

@@ -10,7 +10,7 @@ import torch
 from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors
-from helpers.parity import assert_all_close, assert_params_close
+from helpers.parity import assert_all_close, assert_updates_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -31,7 +31,6 @@ SHORT = [
 ]
 ALGOS = {"sac": "sac_continuous_action", "td3": "td3_continuous_action"}
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 16
-MAX_LR = 1e-3  # SAC's q_lr, the largest learning rate of either agent: the parity tests' largest Adam steps
 
 
 # ---------------------------------------------------------------- runs of every file and flag combination
@@ -131,23 +130,27 @@ def _steps(agent, algo, batch, n=3):
 
 @pytest.mark.compile
 @pytest.mark.parametrize("algo,overrides", [("sac", {}), ("sac", {"autotune": False}), ("td3", {})])
-def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_rng):
+def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_rng, monkeypatch):
     module = load_script(ALGOS[algo] + "_torchcompile")
     torch.manual_seed(0)
     eager = _make(module, algo, compile=False, **overrides)
-    compiled = _make(module, algo, compile=True, **overrides)
     # On a CPU the files run eager under --compile (measured slower there): compile the same functions here all the
-    # same, so that a CPU run still traces and checks the code CUDA compiles (with eager's fused Adam inside them,
-    # where CUDA's compiled functions step the plain one)
+    # same, with the plain Adam step that CUDA's compiled functions take (eager on a CPU steps the fused one), so that
+    # a CPU run traces and checks the code CUDA compiles
+    monkeypatch.setattr(module, "adam_settings", lambda args, device: {})
+    compiled = _make(module, algo, compile=True, **overrides)
     args = module.Args(compile=True, **overrides)
     for name in ("update_critic", "update_actor", "policy"):
         setattr(compiled, name, module.compiled(getattr(compiled, name), args))
     _copy_params(eager, compiled, algo)
     batch = _batch()
+    before = _state(eager, algo)
     assert_all_close(_steps(compiled, algo, batch), _steps(eager, algo, batch), "losses")
-    new_eager, new_compiled = _state(eager, algo), _state(compiled, algo)
-    assert new_eager.keys() == new_compiled.keys()
-    assert_params_close(list(new_compiled.values()), list(new_eager.values()), "new parameters", max_lr=MAX_LR)
+    new_eager = _state(eager, algo)
+    assert_updates_close(_state(compiled, algo), new_eager, before, "new parameters")
+    _steps(eager, algo, batch, n=1)  # the check tells one step more from float noise
+    with pytest.raises(AssertionError, match="update is off"):
+        assert_updates_close(new_eager, _state(eager, algo), before, "one step short")
     _copy_params(eager, compiled, algo)  # the policy from the same parameters
     obs = torch.randn(4, OBS_DIM)
     outs = []
@@ -241,11 +244,12 @@ def test_cudagraph_update_equals_eager_on_gpu(algo, compile, inductor_eager_rng)
     graphed = make(module.Args(compile=compile, cudagraphs=True), OBS_DIM, ACTION_DIM, low, high, device)
     _copy_params(eager, graphed, algo)
     batch = _batch().to(device)
-    # 4 steps: the first ones warm up and capture, the last replay the graphs
+    before = _state(eager, algo)
+    # 5 steps: the first ones warm up and capture, the last replay the graphs
     assert_all_close(_steps(graphed, algo, batch, n=5), _steps(eager, algo, batch, n=5), "losses", rtol=1e-3, atol=1e-4)
-    assert_params_close(
-        list(_state(graphed, algo).values()), list(_state(eager, algo).values()), "parameters", max_lr=MAX_LR, steps=5
-    )
+    # compiled, 3.1% of the elements of one of SAC's tensors differed by more than assert_params_close allows, within a
+    # step (an H100, 2026-11-26): the update as a whole is compared, as on the CPU (test_compiled_update_and_policy_...)
+    assert_updates_close(_state(graphed, algo), _state(eager, algo), before, "parameters")
 
 
 # ---------------------------------------------------------------- truncation and termination
