@@ -1,4 +1,4 @@
-"""The README's claims, kept true: its speed table and the ratios its opening quotes are the results page's, and every
+"""The README's claims, kept true: its speed tables and the ratios its opening quotes are the results pages', and every
 flag that the README or doc/usage.md names exists in the `--help` of the file it is named for. (The README's size table
 is checked by tests/test_files.py.)"""
 
@@ -107,6 +107,21 @@ def test_the_speed_table_is_the_results_pages():
             assert number(match.group(1)) == sps, f"README {algorithm} {column}: {cell}, {page.name} says {sps:,.0f}"
             if match.group(2):
                 assert f"{ratio:.2f}" == match.group(2), f"README {algorithm} {column}: {cell}, {page.name}: {ratio:.2f}x"
+
+
+def test_the_gpu_table_is_its_results_pages():
+    """Each row of the README's GPU table is the baseline and `--compile --cudagraphs` rows of the results page it
+    links (one page per GPU)."""
+    rows = table_rows(section(README.read_text(), "## Speed on a GPU"))
+    names = [next(n for n in ALGORITHMS if row["algorithm"].startswith(n + " ")) for row in rows]
+    assert sorted(names) == sorted(ALGORITHMS)
+    for name, row in zip(names, rows):
+        link = re.search(r"\]\((doc/results/[\w-]+/results\.md)\)", row["GPU"])
+        assert link, f"README GPU table, {name}: {row['GPU']!r} links no results page"
+        page = {(r["algorithm"], r["variant"]): r for r in table_rows((ROOT / link.group(1)).read_text())}
+        base, fast = page[(ALGORITHMS[name], "baseline")], page[(ALGORITHMS[name], "compile_cudagraphs")]
+        assert row["baseline steps/s"] == base["steps/s median"], (name, link.group(1))
+        assert row["fast `--compile --cudagraphs`"] == f"{fast['steps/s median']} ({fast['speed-up']})", (name, link.group(1))
 
 
 def test_the_opening_quotes_the_table():
