@@ -260,7 +260,7 @@ def test_captured_policies_follow_in_place_weight_updates(algo, flags):
         if algo == "dqn":
             assert_greedy(act(), expected, "captured greedy policy")
         else:  # shaken weights make large pre-activations that nearly cancel: compiled sums in another order were off by
-            # 2.7e-5 in 1 of 192 actions (TD3, reduce-overhead, an H100); stale weights would be off by about 1
+            # 2.7e-5 in 1 of 192 action values (TD3, reduce-overhead, an H100); stale weights would be off by about 1
             torch.testing.assert_close(act(), expected, rtol=1e-3, atol=1e-4)
 
 

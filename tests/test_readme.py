@@ -122,6 +122,13 @@ def test_the_gpu_table_is_its_results_pages():
         base, fast = page[(ALGORITHMS[name], "baseline")], page[(ALGORITHMS[name], "compile_cudagraphs")]
         assert row["baseline steps/s"] == base["steps/s median"], (name, link.group(1))
         assert row["fast `--compile --cudagraphs`"] == f"{fast['steps/s median']} ({fast['speed-up']})", (name, link.group(1))
+    # the opening's GPU sentence quotes the table: each "<fast> against <baseline>" is one of its rows
+    opening = README.read_text().split("\n## ", 1)[0]
+    sentence = opening[opening.index("The GPU path") :]
+    quoted = re.findall(r"([\d,.]+)\s+(?:steps/s\s+)?against\s+(?:its\s+baseline's\s+)?([\d,.]+)", sentence)
+    quoted = {(fast.strip(",."), base.strip(",.")) for fast, base in quoted}
+    table = {(row["fast `--compile --cudagraphs`"].split(" (")[0], row["baseline steps/s"]) for row in rows}
+    assert len(quoted) == len(ALGORITHMS) and quoted <= table, f"the opening says {sorted(quoted - table)}"
 
 
 def test_the_opening_quotes_the_table():
