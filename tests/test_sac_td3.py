@@ -10,7 +10,7 @@ import torch
 from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors
-from helpers.parity import assert_all_close, assert_updates_close
+from helpers.parity import assert_all_close, assert_params_close, assert_updates_close, update_errors
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -31,6 +31,7 @@ SHORT = [
 ]
 ALGOS = {"sac": "sac_continuous_action", "td3": "td3_continuous_action"}
 OBS_DIM, ACTION_DIM, BATCH = 5, 3, 16
+MAX_LR = 1e-3  # SAC's q_lr, the largest learning rate of either agent: the parity tests' largest Adam steps
 
 
 # ---------------------------------------------------------------- runs of every file and flag combination
@@ -148,9 +149,13 @@ def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_
     assert_all_close(_steps(compiled, algo, batch), _steps(eager, algo, batch), "losses")
     new_eager = _state(eager, algo)
     assert_updates_close(_state(compiled, algo), new_eager, before, "new parameters")
-    _steps(eager, algo, batch, n=1)  # the check tells one step more from float noise
-    with pytest.raises(AssertionError, match="update is off"):
-        assert_updates_close(new_eager, _state(eager, algo), before, "one step short")
+    # one step short: every tensor that learns is off by more than twice the check's 2% (at least 9.5% here: TD3's
+    # qf2.fc3.bias, one number), float noise by 0.4% at most
+    _steps(eager, algo, batch, n=1)
+    errors = update_errors(new_eager, _state(eager, algo), before)
+    short = {name: error / size for name, (error, size) in errors.items() if size > 0}
+    assert short.keys() == {name for name in before if "action_" not in name}  # all but the actor's scale and bias
+    assert min(short.values()) > 0.05, min(short.items(), key=lambda item: item[1])
     _copy_params(eager, compiled, algo)  # the policy from the same parameters
     obs = torch.randn(4, OBS_DIM)
     outs = []
@@ -247,9 +252,13 @@ def test_cudagraph_update_equals_eager_on_gpu(algo, compile, inductor_eager_rng)
     before = _state(eager, algo)
     # 5 steps: the first ones warm up and capture, the last replay the graphs
     assert_all_close(_steps(graphed, algo, batch, n=5), _steps(eager, algo, batch, n=5), "losses", rtol=1e-3, atol=1e-4)
-    # compiled, 3.1% of the elements of one of SAC's tensors differed by more than assert_params_close allows, within a
-    # step (an H100, 2026-11-26): the update as a whole is compared, as on the CPU (test_compiled_update_and_policy_...)
-    assert_updates_close(_state(graphed, algo), _state(eager, algo), before, "parameters")
+    if compile:  # 3.1% of the elements of one of SAC's tensors differed by more than assert_params_close allows, within
+        # a step (an H100, 2026-11-26): the update as a whole is compared, as on the CPU (test_compiled_update_and_...)
+        assert_updates_close(_state(graphed, algo), _state(eager, algo), before, "parameters")
+    else:
+        assert_params_close(
+            list(_state(graphed, algo).values()), list(_state(eager, algo).values()), "parameters", max_lr=MAX_LR, steps=5
+        )
 
 
 # ---------------------------------------------------------------- truncation and termination

@@ -21,19 +21,28 @@ def assert_params_close(a, b, what, max_lr, steps=3):
         assert loose < 0.01, f"{what}: {loose:.1%} of the elements differ"
 
 
-def assert_updates_close(a, b, before, what, rtol=0.02, atol=1e-6):
-    """Dicts of tensors by name: the change a made to each tensor (a - before) equals b's (b - before) within rtol of
-    the size of b's change, in norm. For a compiled path against eager, where assert_params_close's element-by-element
-    count is too strict: inductor's kernels sum in another order, and Adam's first steps move an element by about lr
-    whatever the size of its gradient, so a few per cent of a layer's elements can differ by a fraction of a step (SAC's
-    actor.fc1.weight: 2% of its elements by up to 8.7e-5 after 5 steps, compiled against eager, on a CPU), while the
-    change as a whole agrees to 0.4% (measured there). A missed step, other random numbers or another learning rate
-    is off by a large part of the change."""
+def update_errors(a, b, before):
+    """Dicts of tensors by name: for each tensor, (how far a's change from before is from b's, the size of b's change),
+    both in norm."""
     assert a.keys() == b.keys() == before.keys()
-    for name in b:
-        with torch.no_grad():
+    errors = {}
+    with torch.no_grad():
+        for name in b:
+            assert a[name].shape == b[name].shape == before[name].shape, name
             change, reference = a[name] - before[name], b[name] - before[name]
-            error, size = (change - reference).norm().item(), reference.norm().item()
+            errors[name] = (change - reference).norm().item(), reference.norm().item()
+    return errors
+
+
+def assert_updates_close(a, b, before, what, rtol=0.02, atol=1e-6):
+    """The change a made to each tensor equals b's within rtol of the size of b's change, in norm (update_errors).
+    For a compiled path against eager, where assert_params_close's element-by-element count is too strict: inductor's
+    kernels sum in another order, and Adam's first steps move an element by about lr whatever the size of its
+    gradient, so a few per cent of a layer's elements can differ by a fraction of a step (SAC's actor.fc1.weight: 2%
+    of its elements by up to 8.7e-5 after 5 steps, compiled against eager, on a CPU), while the change as a whole
+    agrees to 0.4% (measured there). One step more or less is off by a large part of the change (the test of SAC and
+    TD3's compiled update checks it, tensor by tensor)."""
+    for name, (error, size) in update_errors(a, b, before).items():
         assert error <= rtol * size + atol, (
             f"{what}: {name}'s update is off by {error:.2e}, {error / max(size, 1e-30):.1%} of its size {size:.2e}"
         )
