@@ -37,6 +37,7 @@ OTHER_TOOLS = {
     "--address",
     "--logdir",
 }
+RESULTS_LINK = re.compile(r"\]\((doc/results/[\w-]+/results\.md)\)")  # a link to a results page
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 
 
@@ -66,7 +67,7 @@ def number(text):
 def results_page():
     """The results page the README's speed section links, and its rows: {(algorithm, variant, exp name): row}."""
     speed = section(README.read_text(), "## Speed")
-    link = re.search(r"\]\((doc/results/[\w-]+/results\.md)\)", speed)
+    link = RESULTS_LINK.search(speed)
     assert link, "the README's Speed section links no results page"
     page = ROOT / link.group(1)
     return page, {(r["algorithm"], r["variant"], r["exp name"]): r for r in table_rows(page.read_text())}
@@ -116,7 +117,7 @@ def test_the_gpu_table_is_its_results_pages():
     names = [next(n for n in ALGORITHMS if row["algorithm"].startswith(n + " ")) for row in rows]
     assert sorted(names) == sorted(ALGORITHMS)
     for name, row in zip(names, rows):
-        link = re.search(r"\]\((doc/results/[\w-]+/results\.md)\)", row["GPU"])
+        link = RESULTS_LINK.search(row["GPU"])
         assert link, f"README GPU table, {name}: {row['GPU']!r} links no results page"
         page = {(r["algorithm"], r["variant"]): r for r in table_rows((ROOT / link.group(1)).read_text())}
         base, fast = page[(ALGORITHMS[name], "baseline")], page[(ALGORITHMS[name], "compile_cudagraphs")]
