@@ -485,8 +485,9 @@ def header_lines(runs, bench):
             "**Budgets: `--quick`**, tiny runs for a smoke test (flags below); "
             "these steps/s and returns are NOT representative of the default budgets."
         )
-    elif bench.get("total_timesteps") or bench.get("extra"):
-        # Every algorithm's own budget, from its runs (run.sh --append may give each algorithm another one)
+    elif bench.get("total_timesteps") or any(flag.split("=")[0] == "--total-timesteps" for flag in bench.get("extra") or []):
+        # Every algorithm's own budget, from its runs (run.sh --append may give each algorithm another one); other flags
+        # after -- (--precision bf16) leave the budgets the scripts' defaults
         steps = "; ".join(
             f"{algorithm} {step_budgets(group)}" for algorithm, group in runs.groupby("algorithm", sort=False).total_timesteps
         )
