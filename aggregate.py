@@ -485,7 +485,9 @@ def header_lines(runs, bench):
             "**Budgets: `--quick`**, tiny runs for a smoke test (flags below); "
             "these steps/s and returns are NOT representative of the default budgets."
         )
-    elif bench.get("total_timesteps") or any(flag.split("=")[0] == "--total-timesteps" for flag in bench.get("extra") or []):
+    elif bench.get("total_timesteps") or any(
+        flag.split("=")[0].replace("_", "-") == "--total-timesteps" for flag in bench.get("extra") or []
+    ):
         # Every algorithm's own budget, from its runs (run.sh --append may give each algorithm another one); other flags
         # after -- (--precision bf16) leave the budgets the scripts' defaults
         steps = "; ".join(
@@ -713,7 +715,7 @@ def write_bench(folder, command, quick, total_timesteps, extra, budgets, seeds, 
             command=f"{old['command']}; then {new['command']}",
             quick=old["quick"] or new["quick"],
             total_timesteps=new["total_timesteps"] or old["total_timesteps"],
-            extra=old["extra"] or new["extra"],
+            extra=old["extra"] + new["extra"] if new["extra"] != old["extra"] else old["extra"],  # every call's
             budgets={**old["budgets"], **new["budgets"]},
             seeds=sorted(set(old["seeds"]) | set(new["seeds"])),
             jobs=max(old.get("jobs", 1), new["jobs"]),

@@ -248,15 +248,20 @@ def test_the_budgets_line_names_every_algorithms_budget(tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "**Budgets: not the defaults**: --total-timesteps sac_continuous_action 3,000; dqn 500 (" in md, md[:800]
 
-    # Flags after -- count as a budget only where they set one: SAC's 1M with --precision bf16 is its default budget
-    for extra, line in [
-        (["--precision", "bf16"], "Budgets: the scripts' defaults."),
-        (["--total-timesteps=100"], "Budgets: not"),
+    # Flags after -- count as a budget only where they set one, in any form tyro takes, in any call of an --append: SAC's
+    # 1M with --precision bf16 is its default budget
+    bf16, budget = ["--precision", "bf16"], "Budgets: not the defaults"
+    for calls, line in [
+        ([bf16], "Budgets: the scripts' defaults."),
+        ([["--total-timesteps", "100"]], budget),
+        ([["--total_timesteps=100"]], budget),
+        ([bf16, ["--total-timesteps", "100"]], budget),
     ]:
         (tmp_path / "bench.json").unlink()
-        aggregate.main(["--record-bench", str(tmp_path), "--command=./run.sh c", "--budget=sac=", "--", *extra])
+        for extra in calls:
+            aggregate.main(["--record-bench", str(tmp_path), "--command=./run.sh c", "--budget=sac=", "--", *extra])
         run_sh("--aggregate", tmp_path, check=0)
-        assert line in (tmp_path / "results.md").read_text(), extra
+        assert line in (tmp_path / "results.md").read_text(), calls
 
 
 def test_aggregate_synthetic(tmp_path):
