@@ -1,6 +1,7 @@
 # DQN for discrete actions: CleanRL's dqn.py, brought up to gymnasium 1.x, numpy 2 and torch 2.11+.
 # The eager baseline: the honest reference for the fast variant.
 import collections
+import contextlib
 import csv
 import json
 import math
@@ -92,8 +93,179 @@ class Args:
     """the frequency of training"""
 
 
+def make_env(env_id, seed, idx, capture_video, video_dir):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env.action_space.seed(seed)
+        return Snapshot(env)  # outermost: checkpoints reach every layer
+
+    return thunk
+
+
+class ReplayBuffer:
+    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+
+    def __init__(self, size, obs_dim, device):
+        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.observations = np.zeros((size, obs_dim), dtype=np.float32)
+        self.next_observations = np.zeros((size, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((size, 1), dtype=np.int64)
+        self.rewards, self.dones = np.zeros((size,), dtype=np.float32), np.zeros((size,), dtype=np.float32)
+
+    def add(self, obs, next_obs, actions, rewards, terminations):
+        rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
+        self.observations[rows], self.next_observations[rows], self.actions[rows, 0] = obs, next_obs, actions
+        # only a termination stops the bootstrap
+        self.rewards[rows], self.dones[rows] = rewards, terminations
+        self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
+
+    def sample(self, batch_size):
+        idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
+        columns = (self.observations, self.actions, self.next_observations, self.rewards, self.dones)
+        return [torch.as_tensor(column[idx], device=self.device) for column in columns]
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim, n_actions):
+        super().__init__()
+        self.network = nn.Sequential(
+            nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions)
+        )
+
+    def forward(self, x):
+        return self.network(x)
+
+
+def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+def due(first_step, num_envs, frequency):
+    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency`
+    (CleanRL's `%`, for any num_envs)."""
+    return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
+
+
+def main(args: Args):
+    log = start_run(args, "td_loss q_values epsilon")
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
+    # the true final one in infos["final_obs"]
+    videos = os.path.join(log.run_dir, "videos")  # (--capture-video)
+    with envs_ignore_signals():
+        envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
+            [
+                make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, videos)
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
+
+    q_network = QNetwork(obs_dim, n_actions).to(device)
+    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = QNetwork(obs_dim, n_actions).to(device)
+    target_network.load_state_dict(q_network.state_dict())
+    if args.eval_model:
+        load_model(args, "dqn", q_network)
+    rb = ReplayBuffer(args.buffer_size, obs_dim, device)
+    steps_done = 0
+    loss = old_val = None  # the last update's, logged on each row once learning has started
+
+    # TRY NOT TO MODIFY: start the game
+    obs = envs.reset(seed=args.seed)[0].astype(np.float32)
+    learned = dict(q_network=q_network, target_network=target_network, optimizer=optimizer, rb=rb)
+    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
+    saved = log.restore(learned, envs)
+    if saved:
+        obs, steps_done = saved["obs"].numpy(), saved["log"]["step"]
+        loss, old_val = saved["losses"]
+    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+        for global_step in range(steps_done, args.total_timesteps, args.num_envs):
+            # ALGO LOGIC: put action logic here
+            epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
+            if random.random() < epsilon:
+                actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+            else:
+                with torch.no_grad():
+                    q_values = q_network(torch.Tensor(obs).to(device))
+                actions = torch.argmax(q_values, dim=1).cpu().numpy()
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+            next_obs, steps_done = next_obs.astype(np.float32), global_step + args.num_envs
+            for i in np.flatnonzero(infos.get("_episode", [])):
+                log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+
+            # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
+            real_next_obs = next_obs.copy()
+            for idx in np.flatnonzero(infos.get("_final_obs", [])):
+                real_next_obs[idx] = infos["final_obs"][idx]
+            rb.add(obs, real_next_obs, actions, rewards, terminations)
+
+            # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+            obs = next_obs
+
+            # ALGO LOGIC: training.
+            if global_step > args.learning_starts:
+                for _ in range(due(global_step, args.num_envs, args.train_frequency)):
+                    log.count_update(global_step)
+                    observations, b_actions, next_observations, b_rewards, dones = rb.sample(args.batch_size)
+                    with torch.no_grad():
+                        target_max, _ = target_network(next_observations).max(dim=1)
+                        td_target = b_rewards.flatten() + args.gamma * target_max * (1 - dones.flatten())
+                    old_val = q_network(observations).gather(1, b_actions).squeeze(1)
+                    loss = F.mse_loss(td_target, old_val)
+
+                    optimizer.zero_grad()  # optimize the model
+                    loss.backward()
+                    optimizer.step()
+
+                # update target network
+                if due(global_step, args.num_envs, args.target_network_frequency):
+                    for target_network_param, q_network_param in zip(target_network.parameters(), q_network.parameters()):
+                        target_network_param.data.copy_(
+                            args.tau * q_network_param.data + (1.0 - args.tau) * target_network_param.data
+                        )
+            # the values are read (a sync) only on these steps
+            if steps_done % args.log_interval < args.num_envs:
+                metrics = dict(epsilon=epsilon)
+                if loss is not None:  # once learning has started
+                    metrics.update(td_loss=loss, q_values=old_val)
+                if log.row(steps_done, metrics):  # a value is NaN or infinite: the run diverged
+                    break
+            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
+            if log.checkpoint(steps_done, learned, envs, obs=obs, losses=[loss, old_val]):
+                break
+
+    def act(obs):  # deterministic: the arg-max
+        return torch.argmax(q_network(torch.Tensor(obs).to(device)), dim=1).cpu().numpy()
+
+    status = log.finish(steps_done, act, {"agent": "dqn", "model": q_network.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, rb=rb, q_network=q_network)
+    state.update(target_network=target_network, optimizer=optimizer)
+    return state
+
+
+# Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
+# Each definition that several files share is the same text in each; nothing above depends on the order below.
 def check_args(args: Args):
-    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     # gymnasium ids such as CartPole-v1, Acrobot-v1
     env = gym.make(args.env_id) if args.env_id in gym.registry else None
@@ -122,17 +294,46 @@ def check_args(args: Args):
         load_checkpoint(args)
 
 
-def make_env(env_id, seed, idx, capture_video, video_dir):
-    def thunk():
-        if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, video_dir)
-        else:
-            env = gym.make(env_id)
-        env.action_space.seed(seed)
-        return Snapshot(env)  # outermost: checkpoints reach every layer
+def evaluate(args, act, video_dir):
+    """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
+    for episode in range(args.eval_episodes):
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
 
-    return thunk
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+@contextlib.contextmanager
+def envs_ignore_signals():
+    """Envs made inside leave Ctrl-C, SIGTERM and SIGUSR1 to this process (--async-envs workers inherit what is set
+    here), which stops at the end of a step, saves the workers' envs in its checkpoint, then closes them."""
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 class Snapshot(gym.Wrapper):
@@ -220,8 +421,11 @@ def env_state(envs):
     return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
 
 
-def set_env_state(envs, state, pending_resets):
-    """Put the state back on envs made and reset as the run made them; pending_resets: each env's NEXT_STEP reset."""
+def set_env_state(envs, state, pending_resets=None):
+    """Put the state back on envs made and reset as the run made them; pending_resets: the envs whose next step is a
+    NEXT_STEP reset (PPO's next_done; None: none)."""
+    if pending_resets is None:
+        pending_resets = np.zeros(len(state["envs"]))
     env = envs
     for layer in state["layers"]:
         set_layer_state(env, layer)
@@ -230,85 +434,182 @@ def set_env_state(envs, state, pending_resets):
     env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
 
 
-def evaluate(args, act, video_dir):
-    """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
-    env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
-    for episode in range(args.eval_episodes):
-        # training's envs: seed .. seed + num_envs - 1
-        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
-        while not done:
-            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1).astype(np.float32))[0])
-            done = terminated or truncated
-    env.close()
-    return [float(r) for r in env.return_queue]
+def start_run(args, columns):
+    """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
+    metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
+    caught (ask_to_stop)."""
+    check_args(args)
+    saved = None
+    if args.resume:
+        saved = resume(args)
+    return RunLog(args, columns.split(), saved)
 
 
-def load_model(args, agent, module=None):
-    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
-    try:
-        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-        if saved["agent"] != agent or saved["env_id"] != args.env_id:
-            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
-        return saved
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class ReplayBuffer:
-    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+class RunLog:
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
+    run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, size, obs_dim, device):
-        self.size, self.device, self.pos, self.full = size, device, 0, False
-        self.observations = np.zeros((size, obs_dim), dtype=np.float32)
-        self.next_observations = np.zeros((size, obs_dim), dtype=np.float32)
-        self.actions = np.zeros((size, 1), dtype=np.int64)
-        self.rewards, self.dones = np.zeros((size,), dtype=np.float32), np.zeros((size,), dtype=np.float32)
+    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+        self.args, self.start, self.saved = args, time.time(), saved
+        self.status = "finished"  # until the loop or the evaluation ends otherwise
+        self.part = so_far(None, 0)
+        if saved:
+            self.part = saved["log"]
+        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.stopping = None, None, None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
+        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
 
-    def add(self, obs, next_obs, actions, rewards, terminations):
-        rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
-        self.observations[rows], self.next_observations[rows], self.actions[rows, 0] = obs, next_obs, actions
-        # only a termination stops the bootstrap
-        self.rewards[rows], self.dones[rows] = rewards, terminations
-        self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
 
-    def sample(self, batch_size):
-        idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
-        columns = (self.observations, self.actions, self.next_observations, self.rewards, self.dones)
-        return [torch.as_tensor(column[idx], device=self.device) for column in columns]
+    def restore(self, learned, envs):
+        """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
+        has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
+        if self.saved:
+            load_states(learned, self.saved["learned"])
+            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
+            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_random_streams(self.saved["random"])
+        return self.saved
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval env steps, and before a signal stops the run (Ctrl-C, SIGTERM,
+        SIGUSR1: ask_to_stop); True if the loop must stop here. loop: the loop's own values, by name."""
+        if checkpoint_due(self, global_step):
+            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    @contextlib.contextmanager
+    def until_stopped(self, envs):
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
+        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except (EOFError, ConnectionError) as e:
+            self.status = "failed"
+            if envs is not None:  # a worker was killed or ran out of memory
+                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+            elif self.stopping:
+                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
+                self.status = self.stopping
+            else:  # (the runner's error is printed above)
+                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        if envs is None:  # (Ray's runners are closed by the runners)
+            return
+        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+        # the other workers are ended directly (they ignore SIGTERM)
+        try:
+            envs.close()
+        except (EOFError, ConnectionError):
+            for process in envs.unwrapped.processes:
+                process.kill()
+            envs.unwrapped.closed = True
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+            self.status = "diverged"
+        return bool(bad)
+
+    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        status = self.status
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            save(self, dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and status == "finished"
+            if self.evaluating:
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            status = self.stopping or "interrupted"
+        self.evaluating = False
+        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        self.status = summary["status"]
+        return summary["status"]
 
 
-# ALGO LOGIC: initialize agent here:
-class QNetwork(nn.Module):
-    def __init__(self, obs_dim, n_actions):
-        super().__init__()
-        self.network = nn.Sequential(
-            nn.Linear(obs_dim, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, n_actions)
-        )
-
-    def forward(self, x):
-        return self.network(x)
-
-
-def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
-    slope = (end_e - start_e) / duration
-    return max(slope * t + start_e, end_e)
-
-
-def due(first_step, num_envs, frequency):
-    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency`
-    (CleanRL's `%`, for any num_envs)."""
-    return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
-
-
-# Checkpoints, the same text in every file. checkpoint.pt holds what the loop needs to go on: written every
-# --checkpoint-interval env steps and when Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves
-# the last one); --resume goes on from it and computes what the unstopped run would have.
+# Checkpoints. checkpoint.pt holds what the loop needs to go on: written every --checkpoint-interval env steps and when
+# Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves the last one); --resume goes on from it and
+# computes what the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
@@ -480,253 +781,6 @@ def resume(args):
         kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
         f.truncate(len("".join(kept)))
     return saved
-
-
-def main(args: Args):
-    check_args(args)
-    saved = resume(args) if args.resume else None  # the checkpoint to go on from (--resume)
-    log = RunLog(args, ["td_loss", "q_values", "epsilon"], saved and saved["log"])
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
-
-    # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
-    # the true final one in infos["final_obs"]
-    # The --async-envs workers inherit these: Ctrl-C, SIGTERM and SIGUSR1 are this process's, which stops at the
-    # end of a step, saves the workers' envs in its checkpoint, then closes them
-    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [
-            make_env(
-                args.env_id,
-                args.seed + i,
-                i,
-                args.capture_video and not args.eval_episodes,
-                os.path.join(log.run_dir, "videos"),
-            )
-            for i in range(args.num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
-    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
-
-    q_network = QNetwork(obs_dim, n_actions).to(device)
-    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
-    target_network = QNetwork(obs_dim, n_actions).to(device)
-    target_network.load_state_dict(q_network.state_dict())
-    if args.eval_model:
-        load_model(args, "dqn", q_network)
-    rb = ReplayBuffer(args.buffer_size, obs_dim, device)
-    status, steps_done = "finished", 0
-    loss = old_val = None  # the last update's, logged on each row once learning has started
-
-    # TRY NOT TO MODIFY: start the game
-    obs = envs.reset(seed=args.seed)[0].astype(np.float32)
-    learned = dict(q_network=q_network, target_network=target_network, optimizer=optimizer, rb=rb)
-    if saved:  # go on where the checkpoint was written, as the unstopped run would have
-        load_states(learned, saved["learned"])
-        set_env_state(envs, saved["envs"], pending_resets=np.zeros(args.num_envs))
-        set_random_streams(saved["random"])
-        obs, steps_done = saved["obs"].numpy(), saved["log"]["step"]
-        loss, old_val = saved["losses"]
-    try:
-        for global_step in range(steps_done, args.total_timesteps, args.num_envs):
-            # ALGO LOGIC: put action logic here
-            epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
-            if random.random() < epsilon:
-                actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
-            else:
-                with torch.no_grad():
-                    q_values = q_network(torch.Tensor(obs).to(device))
-                actions = torch.argmax(q_values, dim=1).cpu().numpy()
-
-            # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.astype(np.float32), global_step + args.num_envs
-            for i in np.flatnonzero(infos.get("_episode", [])):
-                log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
-
-            # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
-            real_next_obs = next_obs.copy()
-            for idx in np.flatnonzero(infos.get("_final_obs", [])):
-                real_next_obs[idx] = infos["final_obs"][idx]
-            rb.add(obs, real_next_obs, actions, rewards, terminations)
-
-            # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
-            obs = next_obs
-
-            # ALGO LOGIC: training.
-            if global_step > args.learning_starts:
-                for _ in range(due(global_step, args.num_envs, args.train_frequency)):
-                    log.count_update(global_step)
-                    observations, b_actions, next_observations, b_rewards, dones = rb.sample(args.batch_size)
-                    with torch.no_grad():
-                        target_max, _ = target_network(next_observations).max(dim=1)
-                        td_target = b_rewards.flatten() + args.gamma * target_max * (1 - dones.flatten())
-                    old_val = q_network(observations).gather(1, b_actions).squeeze(1)
-                    loss = F.mse_loss(td_target, old_val)
-
-                    optimizer.zero_grad()  # optimize the model
-                    loss.backward()
-                    optimizer.step()
-
-                # update target network
-                if due(global_step, args.num_envs, args.target_network_frequency):
-                    for target_network_param, q_network_param in zip(target_network.parameters(), q_network.parameters()):
-                        target_network_param.data.copy_(
-                            args.tau * q_network_param.data + (1.0 - args.tau) * target_network_param.data
-                        )
-            # the values are read (a sync) only on these steps
-            if steps_done % args.log_interval < args.num_envs:
-                metrics = dict(epsilon=epsilon)
-                if loss is not None:  # once learning has started
-                    metrics.update(td_loss=loss, q_values=old_val)
-                if log.row(steps_done, metrics):  # a value is NaN or infinite: stop here
-                    status = "diverged"
-                    break
-            # a checkpoint every --checkpoint-interval steps, and before stopping
-            if checkpoint_due(log, steps_done):
-                kept = dict(learned=states(learned), envs=env_state(envs), obs=obs, losses=[loss, old_val])
-                save_checkpoint(log, steps_done, **kept)
-            if log.stopping:  # Ctrl-C, SIGTERM or SIGUSR1: stop here, the checkpoint written
-                status = log.stopping
-                break
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except (EOFError, ConnectionError) as e:
-        # --async-envs: a worker died (killed, out of memory): keep what ran
-        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-        status = "failed"
-    # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
-    # the other workers are ended directly (they ignore SIGTERM)
-    try:
-        envs.close()
-    except (EOFError, ConnectionError):
-        for process in envs.unwrapped.processes:
-            process.kill()
-        envs.unwrapped.closed = True
-
-    def act(obs):  # deterministic: the arg-max
-        return torch.argmax(q_network(torch.Tensor(obs).to(device)), dim=1).cpu().numpy()
-
-    status = log.finish(steps_done, status, act, {"agent": "dqn", "model": q_network.state_dict()})
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, rb=rb, q_network=q_network)
-    state.update(target_network=target_network, optimizer=optimizer)
-    return state
-
-
-# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
-
-
-class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
-    def __init__(self, args, columns, part=None):  # part: its checkpoint's (--resume)
-        self.args, self.start, self.part = args, time.time(), part or so_far(None, 0)
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
-        self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
-        try:  # what can fail here is --track's wandb or the folder
-            if args.track:
-                import wandb
-
-                self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
-                )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
-        except (ImportError, OSError) as e:
-            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
-            sys.exit(f"error: {flag}")
-        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not part:  # (a resumed run's: resume() cut them back to its checkpoint)
-            self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
-
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
-
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
-        row = {**self.stats(global_step), **metrics}
-        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        if tensors:  # a tensor logs its mean, all in one transfer
-            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
-        self.csv.writerow(row)
-        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
-        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line)
-        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
-            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
-            self.writer.add_scalar(key, value, global_step)
-        if self.wandb:
-            self.wandb.log(logged, step=global_step)
-        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
-        if bad:
-            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
-        return bool(bad)
-
-    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
-        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and status == "finished"
-            if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            status = self.stopping or "interrupted"
-        self.evaluating = False
-        if status == "finished":  # a finished run goes on no more: its checkpoint goes
-            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
-        self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
-        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        summary["status"] = "evaluated" if evals and args.eval_model else status
-        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
-        if evals:
-            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
-            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
-            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
-        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
-        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return summary["status"]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 # PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import contextlib
 import csv
 import json
 import math
@@ -109,113 +110,6 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
-
-
-def check_args(args: Args):
-    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
-    What this machine lacks falls back with a warning. The one place that changes `args`."""
-    if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
-        sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
-    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
-    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
-    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
-    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
-    counts = "num_envs num_steps num_minibatches update_epochs log_interval"
-    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
-    batch = args.num_envs * args.num_steps
-    # one rollout
-    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
-    if batch % args.num_minibatches:
-        sys.exit(
-            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {batch}, got {args.num_minibatches}"
-        )
-    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
-        sys.exit(
-            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
-        )
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    check_fast_flags(args)  # (its warnings after every error above)
-    if args.resume and args.eval_model:
-        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
-
-
-class EpisodeTracker:
-    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
-    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
-
-    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
-    which equals envpool's `info["elapsed_step"]` at game over."""
-
-    def __init__(self, num_envs):
-        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
-        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
-
-    def step(self, info, truncations, valid):
-        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
-        self.episode_returns += info["reward"]
-        self.episode_lengths += valid
-        game_over = info["terminated"].astype(bool) | truncations
-        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
-        self.episode_returns[game_over] = 0
-        self.episode_lengths[game_over] = 0
-        return finished
-
-
-def evaluate(args, act, video_dir=None):  # envpool renders no video
-    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
-    their full-game scores, as in training (EpisodeTracker)."""
-    env = envpool.make(
-        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
-    )  # training's envs are seeded seed .. seed + num_envs - 1
-    tracker = EpisodeTracker(1)
-    returns = []
-    obs, _ = env.reset()
-    done = np.zeros(1, dtype=bool)
-    while len(returns) < args.eval_episodes:
-        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
-        obs, _, terminations, truncations, info = env.step(act(obs))
-        done = np.logical_or(terminations, truncations)
-        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
-    env.close()
-    return returns
-
-
-def load_model(args, agent, module=None):
-    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
-    try:
-        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-        if saved["agent"] != agent or saved["env_id"] != args.env_id:
-            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
-        return saved
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -417,9 +311,456 @@ def explained_variance(values, returns, w):
     return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
-# Checkpoints, the same text in every file. checkpoint.pt holds what the loop needs to go on: written every
-# --checkpoint-interval env steps and when Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves
-# the last one); --resume goes on from it and computes what the unstopped run would have.
+def main(args: Args):
+    log = start_run(args, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance")
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    num_iterations = args.total_timesteps // batch_size
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
+    envs = envpool.make(
+        args.env_id,
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        episodic_life=True,
+        reward_clip=True,
+        seed=args.seed,
+        num_threads=args.envpool_threads,
+    )
+    obs_shape = envs.single_observation_space.shape
+    tracker = EpisodeTracker(args.num_envs)
+
+    agent = Agent(envs.single_action_space.n).to(device)
+    if device.type == "cpu":
+        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
+        # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
+        agent = agent.to(memory_format=torch.channels_last)
+    ppo = make_ppo(args, agent, device)
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
+        load_model(args, "ppo_atari", agent)
+
+    # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
+    # return goes to host buffers with numpy writes (`stage`: numpy views of `host`), then to the device `storage` in
+    # one copy per row per rollout, not in small copies per step. (Pageable, not pinned: each copy is staged before it
+    # returns, so the next rollout may write the rows.) Observations, actions, log-probs and values, which the policy
+    # makes on the device, are written there at each step.
+    host = dict(
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terms=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valid=torch.zeros((args.num_steps, args.num_envs)),
+    )
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
+        actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
+        logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
+        values=torch.zeros((args.num_steps, args.num_envs), device=device),
+    )
+    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
+
+    global_step = 0
+
+    # TRY NOT TO MODIFY: start the game
+    next_obs, _ = envs.reset()
+    next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
+    next_done = np.zeros(args.num_envs, dtype=bool)
+    learned, first = vars(ppo), 1
+    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
+    saved = log.restore(learned, envs)
+    if saved:
+        global_step, first = saved["log"]["step"], saved["iteration"] + 1
+    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+        for iteration in range(first, num_iterations + 1):
+            log.count_update(global_step)
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                # in place, no sync, no recompile
+                ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)
+
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                storage["obs"][step] = next_obs
+                # the step after a done is envpool's reset step, no transition
+                step_valid = ~next_done
+                stage["valid"][step] = step_valid
+
+                # ALGO LOGIC: action logic
+                action, logprob, value, _ = ppo.policy(next_obs)
+                storage["values"][step] = value
+                storage["actions"][step] = action
+                storage["logprobs"][step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
+                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                stage["rewards"][step] = reward
+                stage["terms"][step] = terminations
+                stage["dones"][step] = next_done
+                next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
+                log.episodes += tracker.step(info, truncations, step_valid)
+
+            for k in host:
+                storage[k].copy_(host[k], non_blocking=True)
+            # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
+            advantages, returns = ppo.gae(
+                next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
+            )
+
+            # flatten the batch
+            batch = dict(
+                obs=storage["obs"].reshape((-1,) + obs_shape),
+                actions=storage["actions"].reshape(-1),
+                logprobs=storage["logprobs"].reshape(-1),
+                advantages=advantages.reshape(-1),
+                returns=returns.reshape(-1),
+                values=storage["values"].reshape(-1),
+                valid=storage["valid"].reshape(-1),
+            )
+
+            # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
+            clipfrac_sum = torch.zeros((), device=device)
+            for epoch in range(args.update_epochs):
+                b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start : start + minibatch_size]
+                    out = ppo.update(**batch, idx=mb_inds)
+                    clipfrac_sum += out["clipfrac"]
+
+                # a sync per epoch, only with --target-kl
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
+                    break
+
+            # Speed: all values in one transfer
+            if iteration % args.log_interval == 0 or iteration == num_iterations:
+                metrics = dict(
+                    out,
+                    clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                    learning_rate=ppo.optimizer.param_groups[0]["lr"],
+                    explained_variance=explained_variance(batch["values"], batch["returns"], batch["valid"]),
+                )
+                if log.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
+                    break
+            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
+            if log.checkpoint(global_step, learned, envs, iteration=iteration):
+                break
+
+    def act(obs):  # deterministic: the arg-max action
+        # The compiled / captured policy takes num_envs rows: the observation is repeated.
+        repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return ppo.policy(repeated)[3][:1].cpu().numpy()
+
+    status = log.finish(global_step, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
+    state.update(stage=stage)
+    return state
+
+
+# Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
+# Each definition that several files share is the same text in each; nothing above depends on the order below.
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    if args.env_id not in envpool.list_all_envs() or type(envpool.make_spec(args.env_id)).__name__ != "AtariEnvSpec":
+        sys.exit(f"error: --env-id: {args.env_id} is no envpool Atari game (such as Breakout-v5, Pong-v5)")
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    non_negative = "measure_burnin eval_episodes clip_coef ent_coef vf_coef envpool_threads"
+    check(args, non_negative, lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    counts = "num_envs num_steps num_minibatches update_epochs log_interval"
+    check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    batch = args.num_envs * args.num_steps
+    # one rollout
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
+    if batch % args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must divide the batch --num-envs x --num-steps = {batch}, got {args.num_minibatches}"
+        )
+    if args.async_envs:  # (run.sh lines shared with the gymnasium scripts fail in one line here)
+        sys.exit(
+            "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
+        )
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    check_fast_flags(args)  # (its warnings after every error above)
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
+        load_checkpoint(args)
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+class EpisodeTracker:
+    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
+    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
+
+    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
+    which equals envpool's `info["elapsed_step"]` at game over."""
+
+    def __init__(self, num_envs):
+        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
+        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, info, truncations, valid):
+        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
+        self.episode_returns += info["reward"]
+        self.episode_lengths += valid
+        game_over = info["terminated"].astype(bool) | truncations
+        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
+        self.episode_returns[game_over] = 0
+        self.episode_lengths[game_over] = 0
+        return finished
+
+
+def evaluate(args, act, video_dir=None):  # envpool renders no video
+    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
+    their full-game scores, as in training (EpisodeTracker)."""
+    env = envpool.make(
+        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
+    )  # training's envs are seeded seed .. seed + num_envs - 1
+    tracker = EpisodeTracker(1)
+    returns = []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
+    while len(returns) < args.eval_episodes:
+        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
+        obs, _, terminations, truncations, info = env.step(act(obs))
+        done = np.logical_or(terminations, truncations)
+        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
+    env.close()
+    return returns
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+def env_state(envs):
+    """envpool's envs cannot be saved: a checkpoint holds none of their state."""
+    return None
+
+
+def set_env_state(envs, state, pending_resets=None):
+    """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
+    print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
+
+
+def start_run(args, columns):
+    """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
+    metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
+    caught (ask_to_stop)."""
+    check_args(args)
+    saved = None
+    if args.resume:
+        saved = resume(args)
+    return RunLog(args, columns.split(), saved)
+
+
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
+class RunLog:
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
+    run ends (status: finished, diverged, interrupted, terminated, failed)."""
+
+    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+        self.args, self.start, self.saved = args, time.time(), saved
+        self.status = "finished"  # until the loop or the evaluation ends otherwise
+        self.part = so_far(None, 0)
+        if saved:
+            self.part = saved["log"]
+        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.stopping = None, None, None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
+        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+
+    def restore(self, learned, envs):
+        """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
+        has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
+        if self.saved:
+            load_states(learned, self.saved["learned"])
+            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
+            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_random_streams(self.saved["random"])
+        return self.saved
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval env steps, and before a signal stops the run (Ctrl-C, SIGTERM,
+        SIGUSR1: ask_to_stop); True if the loop must stop here. loop: the loop's own values, by name."""
+        if checkpoint_due(self, global_step):
+            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    @contextlib.contextmanager
+    def until_stopped(self, envs):
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
+        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except (EOFError, ConnectionError) as e:
+            self.status = "failed"
+            if envs is not None:  # a worker was killed or ran out of memory
+                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+            elif self.stopping:
+                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
+                self.status = self.stopping
+            else:  # (the runner's error is printed above)
+                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        if envs is None:  # (Ray's runners are closed by the runners)
+            return
+        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+        # the other workers are ended directly (they ignore SIGTERM)
+        try:
+            envs.close()
+        except (EOFError, ConnectionError):
+            for process in envs.unwrapped.processes:
+                process.kill()
+            envs.unwrapped.closed = True
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+            self.status = "diverged"
+        return bool(bad)
+
+    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        status = self.status
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            save(self, dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and status == "finished"
+            if self.evaluating:
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            status = self.stopping or "interrupted"
+        self.evaluating = False
+        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        self.status = summary["status"]
+        return summary["status"]
+
+
+# Checkpoints. checkpoint.pt holds what the loop needs to go on: written every --checkpoint-interval env steps and when
+# Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves the last one); --resume goes on from it and
+# computes what the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
@@ -591,291 +932,6 @@ def resume(args):
         kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
         f.truncate(len("".join(kept)))
     return saved
-
-
-def main(args: Args):
-    check_args(args)
-    batch_size = int(args.num_envs * args.num_steps)
-    minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // batch_size
-    saved = resume(args) if args.resume else None  # the checkpoint to go on from (--resume)
-    log = RunLog(
-        args,
-        [
-            "learning_rate",
-            "value_loss",
-            "policy_loss",
-            "entropy",
-            "old_approx_kl",
-            "approx_kl",
-            "clipfrac",
-            "explained_variance",
-        ],
-        saved and saved["log"],
-    )
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
-
-    # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
-    envs = envpool.make(
-        args.env_id,
-        env_type="gymnasium",
-        num_envs=args.num_envs,
-        episodic_life=True,
-        reward_clip=True,
-        seed=args.seed,
-        num_threads=args.envpool_threads,
-    )
-    obs_shape = envs.single_observation_space.shape
-    tracker = EpisodeTracker(args.num_envs)
-
-    agent = Agent(envs.single_action_space.n).to(device)
-    if device.type == "cpu":
-        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
-        # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
-        agent = agent.to(memory_format=torch.channels_last)
-    ppo = make_ppo(args, agent, device)
-    # in place, so that the compiled / captured functions read the loaded weights
-    if args.eval_model:
-        load_model(args, "ppo_atari", agent)
-
-    # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
-    # return goes to host buffers with numpy writes (`stage`: numpy views of `host`), then to the device `storage` in
-    # one copy per row per rollout, not in small copies per step. (Pageable, not pinned: each copy is staged before it
-    # returns, so the next rollout may write the rows.) Observations, actions, log-probs and values, which the policy
-    # makes on the device, are written there at each step.
-    host = dict(
-        rewards=torch.zeros((args.num_steps, args.num_envs)),
-        terms=torch.zeros((args.num_steps, args.num_envs)),
-        dones=torch.zeros((args.num_steps, args.num_envs)),
-        valid=torch.zeros((args.num_steps, args.num_envs)),
-    )
-    stage = {k: v.numpy() for k, v in host.items()}
-    storage = dict(
-        obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
-        actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
-        logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
-        values=torch.zeros((args.num_steps, args.num_envs), device=device),
-    )
-    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
-
-    status, global_step = "finished", 0
-
-    # TRY NOT TO MODIFY: start the game
-    next_obs, _ = envs.reset()
-    next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
-    next_done = np.zeros(args.num_envs, dtype=bool)
-    learned, first = vars(ppo), 1
-    # go on where the checkpoint was written: exactly, but for envpool's envs (they cannot be saved)
-    if saved:
-        load_states(learned, saved["learned"])
-        set_random_streams(saved["random"])
-        global_step, first = saved["log"]["step"], saved["iteration"] + 1
-        print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
-    try:
-        for iteration in range(first, num_iterations + 1):
-            log.count_update(global_step)
-            # Annealing the rate if instructed to do so.
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / num_iterations
-                # in place, no sync, no recompile
-                ppo.optimizer.param_groups[0]["lr"].fill_(frac * args.learning_rate)
-
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                storage["obs"][step] = next_obs
-                # the step after a done is envpool's reset step, no transition
-                step_valid = ~next_done
-                stage["valid"][step] = step_valid
-
-                # ALGO LOGIC: action logic
-                action, logprob, value, _ = ppo.policy(next_obs)
-                storage["values"][step] = value
-                storage["actions"][step] = action
-                storage["logprobs"][step] = logprob
-
-                # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
-                next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
-                next_done = np.logical_or(terminations, truncations)
-                stage["rewards"][step] = reward
-                stage["terms"][step] = terminations
-                stage["dones"][step] = next_done
-                next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
-                log.episodes += tracker.step(info, truncations, step_valid)
-
-            for k in host:
-                storage[k].copy_(host[k], non_blocking=True)
-            # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
-            advantages, returns = ppo.gae(
-                next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
-            )
-
-            # flatten the batch
-            batch = dict(
-                obs=storage["obs"].reshape((-1,) + obs_shape),
-                actions=storage["actions"].reshape(-1),
-                logprobs=storage["logprobs"].reshape(-1),
-                advantages=advantages.reshape(-1),
-                returns=returns.reshape(-1),
-                values=storage["values"].reshape(-1),
-                valid=storage["valid"].reshape(-1),
-            )
-
-            # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
-            clipfrac_sum = torch.zeros((), device=device)
-            for epoch in range(args.update_epochs):
-                b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
-                for start in range(0, batch_size, minibatch_size):
-                    mb_inds = b_inds[start : start + minibatch_size]
-                    out = ppo.update(**batch, idx=mb_inds)
-                    clipfrac_sum += out["clipfrac"]
-
-                # a sync per epoch, only with --target-kl
-                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
-                    break
-
-            # Speed: all values in one transfer
-            if iteration % args.log_interval == 0 or iteration == num_iterations:
-                metrics = dict(
-                    out,
-                    clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
-                    learning_rate=ppo.optimizer.param_groups[0]["lr"],
-                    explained_variance=explained_variance(batch["values"], batch["returns"], batch["valid"]),
-                )
-                if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
-                    status = "diverged"
-                    break
-            # a checkpoint every --checkpoint-interval steps, and before stopping
-            if checkpoint_due(log, global_step):
-                save_checkpoint(log, global_step, learned=states(learned), iteration=iteration)
-            if log.stopping:  # Ctrl-C, SIGTERM or SIGUSR1: stop here, the checkpoint written
-                status = log.stopping
-                break
-    except KeyboardInterrupt:
-        status = "interrupted"
-    envs.close()
-
-    def act(obs):  # deterministic: the arg-max action
-        # The compiled / captured policy takes num_envs rows: the observation is repeated.
-        repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return ppo.policy(repeated)[3][:1].cpu().numpy()
-
-    status = log.finish(global_step, status, act, {"agent": "ppo_atari", "model": agent.state_dict()})
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(stage=stage)
-    return state
-
-
-# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
-
-
-class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
-    def __init__(self, args, columns, part=None):  # part: its checkpoint's (--resume)
-        self.args, self.start, self.part = args, time.time(), part or so_far(None, 0)
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
-        self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
-        try:  # what can fail here is --track's wandb or the folder
-            if args.track:
-                import wandb
-
-                self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
-                )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
-        except (ImportError, OSError) as e:
-            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
-            sys.exit(f"error: {flag}")
-        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not part:  # (a resumed run's: resume() cut them back to its checkpoint)
-            self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
-
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
-
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
-        row = {**self.stats(global_step), **metrics}
-        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        if tensors:  # a tensor logs its mean, all in one transfer
-            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
-        self.csv.writerow(row)
-        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
-        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line)
-        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
-            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
-            self.writer.add_scalar(key, value, global_step)
-        if self.wandb:
-            self.wandb.log(logged, step=global_step)
-        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
-        if bad:
-            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
-        return bool(bad)
-
-    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
-        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and status == "finished"
-            if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            status = self.stopping or "interrupted"
-        self.evaluating = False
-        if status == "finished":  # a finished run goes on no more: its checkpoint goes
-            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
-        self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
-        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        summary["status"] = "evaluated" if evals and args.eval_model else status
-        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
-        if evals:
-            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
-            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
-            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
-        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
-        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return summary["status"]
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
 import collections
+import contextlib
 import csv
 import json
 import math
@@ -100,8 +101,289 @@ class Args:
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
 
 
+def make_env(env_id, idx, capture_video, video_dir, gamma):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, video_dir)
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
+        # before the normalizations: it records the true returns
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = gym.wrappers.ClipAction(env)
+        env = gym.wrappers.NormalizeObservation(env)
+        clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
+        env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
+        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+        env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+        return Snapshot(env)  # outermost: checkpoints reach every layer
+
+    return thunk
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, action_dim):
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor_mean = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, action_dim), std=0.01),
+        )
+        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    def get_action_and_value(self, x, action=None):
+        action_mean = self.actor_mean(x)
+        action_logstd = self.actor_logstd.expand_as(action_mean)
+        action_std = torch.exp(action_logstd)
+        probs = Normal(action_mean, action_std)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
+
+
+def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma, gae_lambda):
+    """GAE over a NEXT_STEP rollout; all inputs are (num_steps, num_envs) but next_value, V(obs after the last step).
+
+    Row t is the transition obs[t] -> obs[t+1]. When it ends an episode (dones[t]), obs[t+1] is the true final
+    observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
+    then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(num_steps)):
+        nextvalues = next_value.reshape(-1) if t == num_steps - 1 else values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * (1.0 - terminations[t]) - values[t]
+        lastgaelam = (delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam) * valids[t]
+        advantages[t] = lastgaelam
+    return advantages, advantages + values
+
+
+def main(args: Args):
+    log = start_run(args, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance")
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    num_iterations = args.total_timesteps // batch_size
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
+    # then a reset step (masked out: valids)
+    videos = os.path.join(log.run_dir, "videos")  # (--capture-video)
+    with envs_ignore_signals():
+        envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
+            [
+                make_env(args.env_id, i, args.capture_video and not args.eval_episodes, videos, args.gamma)
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+
+    agent = Agent(obs_dim, action_dim).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    obs_rms = None
+    if args.eval_model:
+        # (checked in check_args)
+        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
+
+    # ALGO LOGIC: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    valids = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    global_step = 0
+
+    # TRY NOT TO MODIFY: start the game
+    next_obs = torch.Tensor(envs.reset(seed=args.seed)[0]).reshape(args.num_envs, -1).to(device)
+    # carried across iterations: the first row after a done is a reset
+    next_done = np.zeros(args.num_envs, dtype=bool)
+    learned, first = dict(agent=agent, optimizer=optimizer), 1
+    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
+    saved = log.restore(learned, envs)
+    if saved:
+        next_obs, next_done = saved["next_obs"].to(device), saved["next_done"].numpy()
+        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
+    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+        for iteration in range(first, num_iterations + 1):
+            log.count_update(global_step)
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                lrnow = frac * args.learning_rate
+                optimizer.param_groups[0]["lr"] = lrnow
+
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+                valids[step] = torch.Tensor(~next_done).to(device)  # 0 on a NEXT_STEP reset row
+
+                # ALGO LOGIC: action logic
+                with torch.no_grad():
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    values[step] = value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(termination, truncation)
+                rewards[step] = torch.tensor(reward).to(device).view(-1)
+                terminations[step] = torch.Tensor(termination).to(device)
+                dones[step] = torch.Tensor(next_done).to(device)
+                next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+
+            # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(1, -1)
+                advantages, returns = compute_gae(
+                    rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
+                )
+
+            # flatten the batch
+            b_obs = obs.reshape((-1, obs_dim))
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1, action_dim))
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+            b_valids = valids.reshape(-1)
+
+            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0 (w below).
+            b_inds = np.arange(batch_size)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, batch_size, minibatch_size):
+                    end = start + minibatch_size
+                    mb_inds = b_inds[start:end]
+                    w = b_valids[mb_inds]
+                    wsum = w.sum().clamp(min=1.0)
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio * w).sum() / wsum
+                        approx_kl = (((ratio - 1) - logratio) * w).sum() / wsum
+                        clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum).item()]
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # mean and (unbiased) std over the valid rows
+                        mean = (mb_advantages * w).sum() / wsum
+                        std = (((mb_advantages - mean) ** 2 * w).sum() / (wsum - 1).clamp(min=1.0)).sqrt()
+                        mb_advantages = (mb_advantages - mean) / (std + 1e-8)
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = (torch.max(pg_loss1, pg_loss2) * w).sum() / wsum
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                        v_loss = 0.5 * (v_loss_max * w).sum() / wsum
+                    else:
+                        v_loss = 0.5 * (((newvalue - b_returns[mb_inds]) ** 2) * w).sum() / wsum
+
+                    entropy_loss = (entropy * w).sum() / wsum
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            valid_rows = b_valids.cpu().numpy() > 0  # the explained variance of the valid rows
+            y_pred = b_values.cpu().numpy()[valid_rows]
+            y_true = b_returns.cpu().numpy()[valid_rows]
+            var_y = np.var(y_true)
+            # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+            explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+            metrics = dict(
+                learning_rate=optimizer.param_groups[0]["lr"],
+                value_loss=v_loss,
+                policy_loss=pg_loss,
+                entropy=entropy_loss,
+                old_approx_kl=old_approx_kl,
+                approx_kl=approx_kl,
+                clipfrac=np.mean(clipfracs),
+                explained_variance=explained_var,
+            )
+            if log.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
+                break
+            # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            rms = envs.get_attr("obs_rms")[0]
+            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
+            if log.checkpoint(
+                global_step, learned, envs, next_obs=next_obs, next_done=next_done, iteration=iteration, obs_rms=obs_rms
+            ):
+                break
+
+    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    def act(obs):
+        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
+        normalized = np.clip(normalized, -10, 10).astype(np.float32)
+        return agent.actor_mean(torch.from_numpy(normalized).to(device)).detach().cpu().numpy()
+
+    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
+    status = log.finish(global_step, act, model)
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    storage = dict(obs=obs, actions=actions, logprobs=logprobs, rewards=rewards, terminations=terminations, dones=dones)
+    storage.update(valids=valids, values=values)
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, optimizer=optimizer)
+    state.update(storage=storage, obs_rms=obs_rms)
+    return state
+
+
+# Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
+# Each definition that several files share is the same text in each; nothing above depends on the order below.
 def check_args(args: Args):
-    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     silence_v4_notices()
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
@@ -158,25 +440,49 @@ def silence_v4_notices():
     mujoco.set_mju_user_warning(mujoco_warning)
 
 
-def make_env(env_id, idx, capture_video, video_dir, gamma):
-    def thunk():
-        if capture_video and idx == 0:
-            env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, video_dir)
-        else:
-            env = gym.make(env_id)
-        env = gym.wrappers.FlattenObservation(env)  # deal with dm_control's Dict observation space
-        # before the normalizations: it records the true returns
-        env = gym.wrappers.RecordEpisodeStatistics(env)
-        env = gym.wrappers.ClipAction(env)
-        env = gym.wrappers.NormalizeObservation(env)
-        clipped = gym.spaces.Box(-10.0, 10.0, env.observation_space.shape, np.float32)
-        env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
-        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
-        env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
-        return Snapshot(env)  # outermost: checkpoints reach every layer
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(
+        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
+    )
+    for episode in range(args.eval_episodes):
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
 
-    return thunk
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+@contextlib.contextmanager
+def envs_ignore_signals():
+    """Envs made inside leave Ctrl-C, SIGTERM and SIGUSR1 to this process (--async-envs workers inherit what is set
+    here), which stops at the end of a step, saves the workers' envs in its checkpoint, then closes them."""
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 class Snapshot(gym.Wrapper):
@@ -264,8 +570,11 @@ def env_state(envs):
     return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
 
 
-def set_env_state(envs, state, pending_resets):
-    """Put the state back on envs made and reset as the run made them; pending_resets: each env's NEXT_STEP reset."""
+def set_env_state(envs, state, pending_resets=None):
+    """Put the state back on envs made and reset as the run made them; pending_resets: the envs whose next step is a
+    NEXT_STEP reset (PPO's next_done; None: none)."""
+    if pending_resets is None:
+        pending_resets = np.zeros(len(state["envs"]))
     env = envs
     for layer in state["layers"]:
         set_layer_state(env, layer)
@@ -274,98 +583,182 @@ def set_env_state(envs, state, pending_resets):
     env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
 
 
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
-    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
-    env = gym.wrappers.RecordEpisodeStatistics(
-        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
-    )
-    for episode in range(args.eval_episodes):
-        # training's envs: seed .. seed + num_envs - 1
-        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
-        while not done:
-            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
-            done = terminated or truncated
-    env.close()
-    return [float(r) for r in env.return_queue]
+def start_run(args, columns):
+    """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
+    metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
+    caught (ask_to_stop)."""
+    check_args(args)
+    saved = None
+    if args.resume:
+        saved = resume(args)
+    return RunLog(args, columns.split(), saved)
 
 
-def load_model(args, agent, module=None):
-    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
-    try:
-        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-        if saved["agent"] != agent or saved["env_id"] != args.env_id:
-            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
-        return saved
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
-    return layer
+class RunLog:
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
+    run ends (status: finished, diverged, interrupted, terminated, failed)."""
+
+    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+        self.args, self.start, self.saved = args, time.time(), saved
+        self.status = "finished"  # until the loop or the evaluation ends otherwise
+        self.part = so_far(None, 0)
+        if saved:
+            self.part = saved["log"]
+        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.stopping = None, None, None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
+        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+
+    def restore(self, learned, envs):
+        """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
+        has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
+        if self.saved:
+            load_states(learned, self.saved["learned"])
+            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
+            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_random_streams(self.saved["random"])
+        return self.saved
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval env steps, and before a signal stops the run (Ctrl-C, SIGTERM,
+        SIGUSR1: ask_to_stop); True if the loop must stop here. loop: the loop's own values, by name."""
+        if checkpoint_due(self, global_step):
+            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    @contextlib.contextmanager
+    def until_stopped(self, envs):
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
+        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except (EOFError, ConnectionError) as e:
+            self.status = "failed"
+            if envs is not None:  # a worker was killed or ran out of memory
+                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+            elif self.stopping:
+                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
+                self.status = self.stopping
+            else:  # (the runner's error is printed above)
+                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        if envs is None:  # (Ray's runners are closed by the runners)
+            return
+        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+        # the other workers are ended directly (they ignore SIGTERM)
+        try:
+            envs.close()
+        except (EOFError, ConnectionError):
+            for process in envs.unwrapped.processes:
+                process.kill()
+            envs.unwrapped.closed = True
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+            self.status = "diverged"
+        return bool(bad)
+
+    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        status = self.status
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            save(self, dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and status == "finished"
+            if self.evaluating:
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            status = self.stopping or "interrupted"
+        self.evaluating = False
+        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        self.status = summary["status"]
+        return summary["status"]
 
 
-class Agent(nn.Module):
-    def __init__(self, obs_dim, action_dim):
-        super().__init__()
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
-        self.actor_mean = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, action_dim), std=0.01),
-        )
-        self.actor_logstd = nn.Parameter(torch.zeros(1, action_dim))
-
-    def get_value(self, x):
-        return self.critic(x)
-
-    def get_action_and_value(self, x, action=None):
-        action_mean = self.actor_mean(x)
-        action_logstd = self.actor_logstd.expand_as(action_mean)
-        action_std = torch.exp(action_logstd)
-        probs = Normal(action_mean, action_std)
-        if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
-
-
-def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma, gae_lambda):
-    """GAE over a NEXT_STEP rollout; all inputs are (num_steps, num_envs) but next_value, V(obs after the last step).
-
-    Row t is the transition obs[t] -> obs[t+1]. When it ends an episode (dones[t]), obs[t+1] is the true final
-    observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
-    then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
-    """
-    num_steps = rewards.shape[0]
-    advantages = torch.zeros_like(rewards)
-    lastgaelam = 0
-    for t in reversed(range(num_steps)):
-        nextvalues = next_value.reshape(-1) if t == num_steps - 1 else values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * (1.0 - terminations[t]) - values[t]
-        lastgaelam = (delta + gamma * gae_lambda * (1.0 - dones[t]) * lastgaelam) * valids[t]
-        advantages[t] = lastgaelam
-    return advantages, advantages + values
-
-
-# Checkpoints, the same text in every file. checkpoint.pt holds what the loop needs to go on: written every
-# --checkpoint-interval env steps and when Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves
-# the last one); --resume goes on from it and computes what the unstopped run would have.
+# Checkpoints. checkpoint.pt holds what the loop needs to go on: written every --checkpoint-interval env steps and when
+# Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves the last one); --resume goes on from it and
+# computes what the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
@@ -537,352 +930,6 @@ def resume(args):
         kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
         f.truncate(len("".join(kept)))
     return saved
-
-
-def main(args: Args):
-    check_args(args)
-    batch_size = int(args.num_envs * args.num_steps)
-    minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // batch_size
-    saved = resume(args) if args.resume else None  # the checkpoint to go on from (--resume)
-    log = RunLog(
-        args,
-        [
-            "learning_rate",
-            "value_loss",
-            "policy_loss",
-            "entropy",
-            "old_approx_kl",
-            "approx_kl",
-            "clipfrac",
-            "explained_variance",
-        ],
-        saved and saved["log"],
-    )
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
-
-    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
-    # then a reset step (masked out: valids)
-    # The --async-envs workers inherit these: Ctrl-C, SIGTERM and SIGUSR1 are this process's, which stops at the
-    # end of a step, saves the workers' envs in its checkpoint, then closes them
-    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [
-            make_env(
-                args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma
-            )
-            for i in range(args.num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-    )
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
-
-    agent = Agent(obs_dim, action_dim).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
-    obs_rms = None
-    if args.eval_model:
-        # (checked in check_args)
-        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
-
-    # ALGO LOGIC: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs, action_dim)).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    terminations = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    valids = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
-
-    status, global_step = "finished", 0
-
-    # TRY NOT TO MODIFY: start the game
-    next_obs = torch.Tensor(envs.reset(seed=args.seed)[0]).reshape(args.num_envs, -1).to(device)
-    # carried across iterations: the first row after a done is a reset
-    next_done = np.zeros(args.num_envs, dtype=bool)
-    learned, first = dict(agent=agent, optimizer=optimizer), 1
-    if saved:  # go on where the checkpoint was written, as the unstopped run would have
-        load_states(learned, saved["learned"])
-        set_env_state(envs, saved["envs"], pending_resets=saved["next_done"])
-        next_obs, next_done = saved["next_obs"].to(device), saved["next_done"].numpy()
-        set_random_streams(saved["random"])
-        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
-    try:
-        for iteration in range(first, num_iterations + 1):
-            log.count_update(global_step)
-            # Annealing the rate if instructed to do so.
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / num_iterations
-                lrnow = frac * args.learning_rate
-                optimizer.param_groups[0]["lr"] = lrnow
-
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                valids[step] = torch.Tensor(~next_done).to(device)  # 0 on a NEXT_STEP reset row
-
-                # ALGO LOGIC: action logic
-                with torch.no_grad():
-                    action, logprob, _, value = agent.get_action_and_value(next_obs)
-                    values[step] = value.flatten()
-                actions[step] = action
-                logprobs[step] = logprob
-
-                # TRY NOT TO MODIFY: execute the game and log data.
-                next_obs, reward, termination, truncation, infos = envs.step(action.cpu().numpy())
-                next_done = np.logical_or(termination, truncation)
-                rewards[step] = torch.tensor(reward).to(device).view(-1)
-                terminations[step] = torch.Tensor(termination).to(device)
-                dones[step] = torch.Tensor(next_done).to(device)
-                next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
-                for i in np.flatnonzero(infos.get("_episode", [])):
-                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
-
-            # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
-            with torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages, returns = compute_gae(
-                    rewards, values, next_value, terminations, dones, valids, args.gamma, args.gae_lambda
-                )
-
-            # flatten the batch
-            b_obs = obs.reshape((-1, obs_dim))
-            b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1, action_dim))
-            b_advantages = advantages.reshape(-1)
-            b_returns = returns.reshape(-1)
-            b_values = values.reshape(-1)
-            b_valids = valids.reshape(-1)
-
-            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0 (w below).
-            b_inds = np.arange(batch_size)
-            clipfracs = []
-            for epoch in range(args.update_epochs):
-                np.random.shuffle(b_inds)
-                for start in range(0, batch_size, minibatch_size):
-                    end = start + minibatch_size
-                    mb_inds = b_inds[start:end]
-                    w = b_valids[mb_inds]
-                    wsum = w.sum().clamp(min=1.0)
-
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
-                    logratio = newlogprob - b_logprobs[mb_inds]
-                    ratio = logratio.exp()
-
-                    with torch.no_grad():
-                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = (-logratio * w).sum() / wsum
-                        approx_kl = (((ratio - 1) - logratio) * w).sum() / wsum
-                        clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum).item()]
-
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:  # mean and (unbiased) std over the valid rows
-                        mean = (mb_advantages * w).sum() / wsum
-                        std = (((mb_advantages - mean) ** 2 * w).sum() / (wsum - 1).clamp(min=1.0)).sqrt()
-                        mb_advantages = (mb_advantages - mean) / (std + 1e-8)
-
-                    # Policy loss
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = (torch.max(pg_loss1, pg_loss2) * w).sum() / wsum
-
-                    # Value loss
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                        v_loss = 0.5 * (v_loss_max * w).sum() / wsum
-                    else:
-                        v_loss = 0.5 * (((newvalue - b_returns[mb_inds]) ** 2) * w).sum() / wsum
-
-                    entropy_loss = (entropy * w).sum() / wsum
-                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
-
-                if args.target_kl is not None and approx_kl > args.target_kl:
-                    break
-
-            valid_rows = b_valids.cpu().numpy() > 0  # the explained variance of the valid rows
-            y_pred = b_values.cpu().numpy()[valid_rows]
-            y_true = b_returns.cpu().numpy()[valid_rows]
-            var_y = np.var(y_true)
-            # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
-            explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-            metrics = dict(
-                learning_rate=optimizer.param_groups[0]["lr"],
-                value_loss=v_loss,
-                policy_loss=pg_loss,
-                entropy=entropy_loss,
-                old_approx_kl=old_approx_kl,
-                approx_kl=approx_kl,
-                clipfrac=np.mean(clipfracs),
-                explained_variance=explained_var,
-            )
-            if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
-                status = "diverged"
-                break
-            # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            rms = envs.get_attr("obs_rms")[0]
-            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
-            # a checkpoint every --checkpoint-interval steps, and before stopping
-            if checkpoint_due(log, global_step):
-                kept = dict(learned=states(learned), envs=env_state(envs), next_obs=next_obs, next_done=next_done)
-                save_checkpoint(log, global_step, **kept, iteration=iteration, obs_rms=obs_rms)
-            if log.stopping:  # Ctrl-C, SIGTERM or SIGUSR1: stop here, the checkpoint written
-                status = log.stopping
-                break
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except (EOFError, ConnectionError) as e:
-        # --async-envs: a worker died (killed, out of memory): keep what ran
-        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-        status = "failed"
-    # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
-    # the other workers are ended directly (they ignore SIGTERM)
-    try:
-        envs.close()
-    except (EOFError, ConnectionError):
-        for process in envs.unwrapped.processes:
-            process.kill()
-        envs.unwrapped.closed = True
-
-    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    def act(obs):
-        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
-        normalized = np.clip(normalized, -10, 10).astype(np.float32)
-        return agent.actor_mean(torch.from_numpy(normalized).to(device)).detach().cpu().numpy()
-
-    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
-    status = log.finish(global_step, status, act, model)
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    storage = dict(obs=obs, actions=actions, logprobs=logprobs, rewards=rewards, terminations=terminations, dones=dones)
-    storage.update(valids=valids, values=values)
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, optimizer=optimizer)
-    state.update(storage=storage, obs_rms=obs_rms)
-    return state
-
-
-# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
-
-
-class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
-    def __init__(self, args, columns, part=None):  # part: its checkpoint's (--resume)
-        self.args, self.start, self.part = args, time.time(), part or so_far(None, 0)
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
-        self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
-        try:  # what can fail here is --track's wandb or the folder
-            if args.track:
-                import wandb
-
-                self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
-                )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
-        except (ImportError, OSError) as e:
-            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
-            sys.exit(f"error: {flag}")
-        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not part:  # (a resumed run's: resume() cut them back to its checkpoint)
-            self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
-
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
-
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
-        row = {**self.stats(global_step), **metrics}
-        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        if tensors:  # a tensor logs its mean, all in one transfer
-            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
-        self.csv.writerow(row)
-        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
-        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line)
-        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
-            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
-            self.writer.add_scalar(key, value, global_step)
-        if self.wandb:
-            self.wandb.log(logged, step=global_step)
-        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
-        if bad:
-            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
-        return bool(bad)
-
-    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
-        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and status == "finished"
-            if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            status = self.stopping or "interrupted"
-        self.evaluating = False
-        if status == "finished":  # a finished run goes on no more: its checkpoint goes
-            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
-        self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
-        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        summary["status"] = "evaluated" if evals and args.eval_model else status
-        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
-        if evals:
-            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
-            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
-            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
-        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
-        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return summary["status"]
 
 
 if __name__ == "__main__":

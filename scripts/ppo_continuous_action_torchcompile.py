@@ -5,6 +5,7 @@
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
 import collections
+import contextlib
 import csv
 import json
 import math
@@ -113,86 +114,6 @@ class Args:
     """the target KL divergence threshold (checked once per epoch, as in CleanRL)"""
 
 
-def check_args(args: Args):
-    """Bad input ends the run here, before any work, with one line naming the flag (`check` is in the plumbing below).
-    What this machine lacks falls back with a warning. The one place that changes `args`."""
-    silence_v4_notices()
-    try:  # a registered id, or gymnasium's `module:id` (the module registers it)
-        continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
-    except gym.error.UnregisteredEnv:
-        continuous = False
-    except Exception as e:
-        # registered but not made here (a missing dependency, a module that failed to import)
-        sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
-    if not continuous:
-        sys.exit(
-            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
-            " such as HalfCheetah-v4"
-        )
-    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
-    check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
-    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
-    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
-    check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
-    batch = args.num_envs * args.num_steps
-    # one rollout
-    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
-    if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
-        sys.exit(
-            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
-            " into equal minibatches of 2 rows or more"
-        )
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
-        obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
-        obs_dim = int(np.prod(gym.make(args.env_id).observation_space.shape))
-        stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
-        stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
-        if not stats_ok:
-            sys.exit(
-                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
-            )
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    check_fast_flags(args)  # (its warnings after every error above)
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        # no display: MuJoCo renders offscreen through EGL
-        os.environ.setdefault("MUJOCO_GL", "egl")
-    if args.resume and args.eval_model:
-        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
-
-
-def silence_v4_notices():
-    """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
-    to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
-
-    def mujoco_warning(text):
-        if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
-            print(f"WARNING: {text}", file=sys.stderr)
-
-    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
-    mujoco.set_mju_user_warning(mujoco_warning)
-
-
 def make_env(env_id, idx, capture_video, video_dir, gamma):
     def thunk():
         if capture_video and idx == 0:
@@ -212,134 +133,6 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         return Snapshot(env)  # outermost: checkpoints reach every layer
 
     return thunk
-
-
-class Snapshot(gym.Wrapper):
-    """Checkpoints: the env's whole state, kept and put back through the vector env's get_attr / set_attr("snapshot"),
-    here or in an --async-envs worker: every layer's counters, statistics and random streams, and the simulator's
-    (MuJoCo's physics through mj_getState: pickling a MuJoCo env rebuilds it instead, and steps otherwise)."""
-
-    # put back on a NEXT_STEP reset row: the next step() is the reset the vector env would have made
-    pending_reset = False
-
-    def step(self, action):
-        if not self.pending_reset:
-            return self.env.step(action)
-        self.pending_reset = False
-        obs, info = self.env.reset()
-        return obs, 0.0, False, False, info
-
-    @property
-    def snapshot(self):
-        layers, env = [], self.env
-        while isinstance(env, gym.Env) and not isinstance(env, gym.wrappers.RecordVideo):
-            layers.append(layer_state(env))
-            env = getattr(env, "env", None)
-        physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION
-        if physics is not None:  # positions, velocities, warm start...: what the next steps use
-            state = np.zeros(mujoco.mj_stateSize(physics[0], spec))
-            mujoco.mj_getState(*physics, state, spec)
-            physics = state
-        return dict(layers=layers, physics=physics)
-
-    @snapshot.setter
-    def snapshot(self, state):
-        env = self.env
-        for layer in state["layers"]:
-            set_layer_state(env, layer)
-            env = getattr(env, "env", None)
-        if state["physics"] is not None:
-            mujoco.mj_setState(*env_physics(self.unwrapped), state["physics"], mujoco.mjtState.mjSTATE_INTEGRATION)
-        self.pending_reset = state["pending_reset"]
-
-
-def env_physics(env):  # a MuJoCo env's (model, data), None for another env
-    return (env.model, env.data) if isinstance(getattr(env, "data", None), mujoco.MjData) else None
-
-
-def layer_state(layer):
-    """What a wrapper or an env keeps between steps: its numbers, arrays, flags, random streams, running statistics and
-    episode queues (its spaces, functions and inner env are made anew alike)."""
-    state = {}
-    for name, value in vars(layer).items():
-        if isinstance(value, (bool, int, float, str, np.ndarray)):
-            state[name] = value
-        elif isinstance(value, np.generic):
-            state[name] = value.item()
-        elif isinstance(value, np.random.Generator):
-            state[name] = dict(generator=value.bit_generator.state)
-        elif isinstance(value, gym.wrappers.utils.RunningMeanStd):
-            state[name] = dict(mean=value.mean, var=value.var, count=value.count)
-        elif isinstance(value, collections.deque):
-            state[name] = dict(queue=list(value), maxlen=value.maxlen)
-    return state
-
-
-def set_layer_state(layer, state):
-    for name, value in numpy_of(state).items():
-        if isinstance(value, dict) and "generator" in value:
-            value, saved = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])()), value
-            value.bit_generator.state = saved["generator"]
-        elif isinstance(value, dict) and "mean" in value:
-            value, rms = getattr(layer, name), value
-            value.mean, value.var, value.count = rms["mean"], rms["var"], rms["count"]
-        elif isinstance(value, dict) and "queue" in value:
-            value = collections.deque(value["queue"], maxlen=value["maxlen"])
-        setattr(layer, name, value)
-
-
-def env_state(envs):
-    """The vector env's state: its wrappers' (in this process), each env's (get_attr reaches the workers too), and the
-    random stream of the action space the loop samples from."""
-    layers, env = [], envs
-    while isinstance(env, gym.vector.VectorWrapper):
-        layers.append(layer_state(env))
-        env = env.env
-    action_space = envs.single_action_space.np_random.bit_generator.state
-    return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
-
-
-def set_env_state(envs, state, pending_resets):
-    """Put the state back on envs made and reset as the run made them; pending_resets: each env's NEXT_STEP reset."""
-    env = envs
-    for layer in state["layers"]:
-        set_layer_state(env, layer)
-        env = env.env
-    envs.single_action_space.np_random.bit_generator.state = state["action_space"]
-    env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
-
-
-def evaluate(args, act, video_dir):
-    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
-    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
-    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
-    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
-    env = gym.wrappers.RecordEpisodeStatistics(
-        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
-    )
-    for episode in range(args.eval_episodes):
-        # training's envs: seed .. seed + num_envs - 1
-        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
-        while not done:
-            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
-            done = terminated or truncated
-    env.close()
-    return [float(r) for r in env.return_queue]
-
-
-def load_model(args, agent, module=None):
-    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
-    try:
-        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-        if saved["agent"] != agent or saved["env_id"] != args.env_id:
-            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
-        return saved
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -548,9 +341,556 @@ def make_ppo(args: Args, agent, device):
     return ppo
 
 
-# Checkpoints, the same text in every file. checkpoint.pt holds what the loop needs to go on: written every
-# --checkpoint-interval env steps and when Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves
-# the last one); --resume goes on from it and computes what the unstopped run would have.
+def main(args: Args):
+    log = start_run(args, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance")
+    batch_size = int(args.num_envs * args.num_steps)
+    minibatch_size = int(batch_size // args.num_minibatches)
+    num_iterations = args.total_timesteps // batch_size
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
+    # then a reset step (masked out: valids)
+    videos = os.path.join(log.run_dir, "videos")  # (--capture-video)
+    with envs_ignore_signals():
+        envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
+            [
+                make_env(args.env_id, i, args.capture_video and not args.eval_episodes, videos, args.gamma)
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+        )
+    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+
+    agent = Agent(obs_dim, action_dim).to(device)
+    ppo = make_ppo(args, agent, device)
+    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    obs_rms = None
+    # in place, so that the compiled / captured functions read the loaded weights
+    if args.eval_model:
+        # (checked in check_args)
+        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
+
+    # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
+    # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
+    # per step. (Pageable, not pinned: each copy is staged before it returns, so the next rollout may write the rows.)
+    host = dict(
+        obs=torch.zeros((args.num_steps, args.num_envs, obs_dim)),
+        actions=torch.zeros((args.num_steps, args.num_envs, action_dim)),
+        rewards=torch.zeros((args.num_steps, args.num_envs)),
+        terminations=torch.zeros((args.num_steps, args.num_envs)),
+        dones=torch.zeros((args.num_steps, args.num_envs)),
+        valids=torch.zeros((args.num_steps, args.num_envs)),
+    )
+    stage = {k: v.numpy() for k, v in host.items()}
+    storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
+
+    global_step = 0
+
+    # TRY NOT TO MODIFY: start the game
+    next_obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
+    # carried across iterations: the first row after a done is a reset
+    next_done = np.zeros(args.num_envs, dtype=bool)
+    learned, first = vars(ppo), 1  # (states() keeps the agent and the optimizer of it)
+    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
+    saved = log.restore(learned, envs)
+    if saved:
+        next_obs, next_done = saved["next_obs"].numpy(), saved["next_done"].numpy()
+        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
+    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+        for iteration in range(first, num_iterations + 1):
+            log.count_update(global_step)
+            # Annealing the rate if instructed to do so.
+            lrnow = args.learning_rate
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / num_iterations
+                lrnow = frac * args.learning_rate
+                # fill_, not copy_: a float copy_ blocks on CUDA
+                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)
+
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                stage["obs"][step] = next_obs
+                stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
+
+                # ALGO LOGIC: action logic. Speed: only the actor runs here; the log-probs and values come after the
+                # rollout, batched. The action's copy to the host is the loop's one sync.
+                action = ppo.policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
+                stage["actions"][step] = action
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs, reward, termination, truncation, infos = envs.step(action)
+                next_done = np.logical_or(termination, truncation)
+                stage["rewards"][step] = reward
+                stage["terminations"][step] = termination
+                stage["dones"][step] = next_done
+                next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+                for i in np.flatnonzero(infos.get("_episode", [])):
+                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+
+            for k in storage:
+                storage[k].copy_(host[k], non_blocking=True)
+            # the rollout's log-probs, values, advantages and returns, flat; bootstrap value from next_obs (the true
+            # final observation if the last step ended an episode)
+            rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
+
+            # flatten the batch
+            batch = dict(obs=storage["obs"].view(-1, obs_dim), actions=storage["actions"].view(-1, action_dim))
+            batch.update(rollout, valids=storage["valids"].view(-1))
+
+            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
+            clipfrac_sum = torch.zeros((), device=device)
+            for epoch in range(args.update_epochs):
+                # Speed: the permutation is drawn on the device; no host round trip per minibatch.
+                b_inds = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start : start + minibatch_size]
+                    out = ppo.update(**batch, idx=mb_inds)
+                    clipfrac_sum += out["clipfrac"]
+                # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
+                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
+                    break
+
+            # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
+            metrics = dict(
+                out,
+                clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
+                learning_rate=lrnow,
+                explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
+            )
+            if log.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
+                break
+            # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
+            rms = envs.get_attr("obs_rms")[0]
+            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
+            if log.checkpoint(
+                global_step, learned, envs, next_obs=next_obs, next_done=next_done, iteration=iteration, obs_rms=obs_rms
+            ):
+                break
+
+    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    def act(obs):
+        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
+        normalized = np.clip(normalized, -10, 10).astype(np.float32)
+        # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
+        repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
+        return ppo.policy(repeated)[1][:1].cpu().numpy()
+
+    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
+    status = log.finish(global_step, act, model)
+    # What the run ends with: the exit code reads the status; tests read the rest.
+    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
+    state.update(obs_rms=obs_rms)
+    return state
+
+
+# Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
+# Each definition that several files share is the same text in each; nothing above depends on the order below.
+def check_args(args: Args):
+    """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
+    What this machine lacks falls back with a warning. The one place that changes `args`."""
+    silence_v4_notices()
+    try:  # a registered id, or gymnasium's `module:id` (the module registers it)
+        continuous = isinstance(gym.make(args.env_id).action_space, gym.spaces.Box)
+    except gym.error.UnregisteredEnv:
+        continuous = False
+    except Exception as e:
+        # registered but not made here (a missing dependency, a module that failed to import)
+        sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
+    if not continuous:
+        sys.exit(
+            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
+            " such as HalfCheetah-v4"
+        )
+    check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
+    check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
+    check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
+    check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
+    check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
+    batch = args.num_envs * args.num_steps
+    # one rollout
+    check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
+    if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
+        sys.exit(
+            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
+            " into equal minibatches of 2 rows or more"
+        )
+    if args.eval_model:  # evaluation only: no training (0 iterations)
+        # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
+        obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
+        obs_dim = int(np.prod(gym.make(args.env_id).observation_space.shape))
+        stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
+        stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
+        if not stats_ok:
+            sys.exit(
+                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
+            )
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    check_fast_flags(args)  # (its warnings after every error above)
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        # no display: MuJoCo renders offscreen through EGL
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
+        load_checkpoint(args)
+
+
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    if not args.cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not args.cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+def silence_v4_notices():
+    """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
+    to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
+
+    def mujoco_warning(text):
+        if "settotalmass" not in text:  # MuJoCo's other warnings print as MuJoCo prints them
+            print(f"WARNING: {text}", file=sys.stderr)
+
+    warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
+    mujoco.set_mju_user_warning(mujoco_warning)
+
+
+def evaluate(args, act, video_dir):
+    """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
+    training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
+    env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+    env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True) if args.capture_video else env
+    env = gym.wrappers.RecordEpisodeStatistics(
+        gym.wrappers.ClipAction(gym.wrappers.FlattenObservation(env)), buffer_length=args.eval_episodes
+    )
+    for episode in range(args.eval_episodes):
+        # training's envs: seed .. seed + num_envs - 1
+        obs, done = env.reset(seed=args.seed + 100_000 + episode)[0], False
+        while not done:
+            obs, _, terminated, truncated, _ = env.step(act(obs.reshape(1, -1))[0])
+            done = terminated or truncated
+    env.close()
+    return [float(r) for r in env.return_queue]
+
+
+def load_model(args, agent, module=None):
+    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
+    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    try:
+        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+        if saved["agent"] != agent or saved["env_id"] != args.env_id:
+            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
+        if module is not None:
+            module.load_state_dict(saved["model"])
+        return saved
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+
+
+@contextlib.contextmanager
+def envs_ignore_signals():
+    """Envs made inside leave Ctrl-C, SIGTERM and SIGUSR1 to this process (--async-envs workers inherit what is set
+    here), which stops at the end of a step, saves the workers' envs in its checkpoint, then closes them."""
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+class Snapshot(gym.Wrapper):
+    """Checkpoints: the env's whole state, kept and put back through the vector env's get_attr / set_attr("snapshot"),
+    here or in an --async-envs worker: every layer's counters, statistics and random streams, and the simulator's
+    (MuJoCo's physics through mj_getState: pickling a MuJoCo env rebuilds it instead, and steps otherwise)."""
+
+    # put back on a NEXT_STEP reset row: the next step() is the reset the vector env would have made
+    pending_reset = False
+
+    def step(self, action):
+        if not self.pending_reset:
+            return self.env.step(action)
+        self.pending_reset = False
+        obs, info = self.env.reset()
+        return obs, 0.0, False, False, info
+
+    @property
+    def snapshot(self):
+        layers, env = [], self.env
+        while isinstance(env, gym.Env) and not isinstance(env, gym.wrappers.RecordVideo):
+            layers.append(layer_state(env))
+            env = getattr(env, "env", None)
+        physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION
+        if physics is not None:  # positions, velocities, warm start...: what the next steps use
+            state = np.zeros(mujoco.mj_stateSize(physics[0], spec))
+            mujoco.mj_getState(*physics, state, spec)
+            physics = state
+        return dict(layers=layers, physics=physics)
+
+    @snapshot.setter
+    def snapshot(self, state):
+        env = self.env
+        for layer in state["layers"]:
+            set_layer_state(env, layer)
+            env = getattr(env, "env", None)
+        if state["physics"] is not None:
+            mujoco.mj_setState(*env_physics(self.unwrapped), state["physics"], mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.pending_reset = state["pending_reset"]
+
+
+def env_physics(env):  # a MuJoCo env's (model, data), None for another env
+    return (env.model, env.data) if isinstance(getattr(env, "data", None), mujoco.MjData) else None
+
+
+def layer_state(layer):
+    """What a wrapper or an env keeps between steps: its numbers, arrays, flags, random streams, running statistics and
+    episode queues (its spaces, functions and inner env are made anew alike)."""
+    state = {}
+    for name, value in vars(layer).items():
+        if isinstance(value, (bool, int, float, str, np.ndarray)):
+            state[name] = value
+        elif isinstance(value, np.generic):
+            state[name] = value.item()
+        elif isinstance(value, np.random.Generator):
+            state[name] = dict(generator=value.bit_generator.state)
+        elif isinstance(value, gym.wrappers.utils.RunningMeanStd):
+            state[name] = dict(mean=value.mean, var=value.var, count=value.count)
+        elif isinstance(value, collections.deque):
+            state[name] = dict(queue=list(value), maxlen=value.maxlen)
+    return state
+
+
+def set_layer_state(layer, state):
+    for name, value in numpy_of(state).items():
+        if isinstance(value, dict) and "generator" in value:
+            value, saved = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])()), value
+            value.bit_generator.state = saved["generator"]
+        elif isinstance(value, dict) and "mean" in value:
+            value, rms = getattr(layer, name), value
+            value.mean, value.var, value.count = rms["mean"], rms["var"], rms["count"]
+        elif isinstance(value, dict) and "queue" in value:
+            value = collections.deque(value["queue"], maxlen=value["maxlen"])
+        setattr(layer, name, value)
+
+
+def env_state(envs):
+    """The vector env's state: its wrappers' (in this process), each env's (get_attr reaches the workers too), and the
+    random stream of the action space the loop samples from."""
+    layers, env = [], envs
+    while isinstance(env, gym.vector.VectorWrapper):
+        layers.append(layer_state(env))
+        env = env.env
+    action_space = envs.single_action_space.np_random.bit_generator.state
+    return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
+
+
+def set_env_state(envs, state, pending_resets=None):
+    """Put the state back on envs made and reset as the run made them; pending_resets: the envs whose next step is a
+    NEXT_STEP reset (PPO's next_done; None: none)."""
+    if pending_resets is None:
+        pending_resets = np.zeros(len(state["envs"]))
+    env = envs
+    for layer in state["layers"]:
+        set_layer_state(env, layer)
+        env = env.env
+    envs.single_action_space.np_random.bit_generator.state = state["action_space"]
+    env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
+
+
+def start_run(args, columns):
+    """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
+    metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
+    caught (ask_to_stop)."""
+    check_args(args)
+    saved = None
+    if args.resume:
+        saved = resume(args)
+    return RunLog(args, columns.split(), saved)
+
+
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
+class RunLog:
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
+    run ends (status: finished, diverged, interrupted, terminated, failed)."""
+
+    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+        self.args, self.start, self.saved = args, time.time(), saved
+        self.status = "finished"  # until the loop or the evaluation ends otherwise
+        self.part = so_far(None, 0)
+        if saved:
+            self.part = saved["log"]
+        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
+        self.end, self.wandb, self.stopping = None, None, None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
+        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+
+    def restore(self, learned, envs):
+        """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
+        has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
+        if self.saved:
+            load_states(learned, self.saved["learned"])
+            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
+            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_random_streams(self.saved["random"])
+        return self.saved
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval env steps, and before a signal stops the run (Ctrl-C, SIGTERM,
+        SIGUSR1: ask_to_stop); True if the loop must stop here. loop: the loop's own values, by name."""
+        if checkpoint_due(self, global_step):
+            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    @contextlib.contextmanager
+    def until_stopped(self, envs):
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
+        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except (EOFError, ConnectionError) as e:
+            self.status = "failed"
+            if envs is not None:  # a worker was killed or ran out of memory
+                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+            elif self.stopping:
+                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
+                self.status = self.stopping
+            else:  # (the runner's error is printed above)
+                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
+        if envs is None:  # (Ray's runners are closed by the runners)
+            return
+        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+        # the other workers are ended directly (they ignore SIGTERM)
+        try:
+            envs.close()
+        except (EOFError, ConnectionError):
+            for process in envs.unwrapped.processes:
+                process.kill()
+            envs.unwrapped.closed = True
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+            self.status = "diverged"
+        return bool(bad)
+
+    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        status = self.status
+        self.bar.close()
+        if args.save_model and status != "diverged":  # what is needed to act, and whence
+            save(self, dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and status == "finished"
+            if self.evaluating:
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            status = self.stopping or "interrupted"
+        self.evaluating = False
+        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
+        self.writer.close()
+        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        summary["status"] = "evaluated" if evals and args.eval_model else status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        self.status = summary["status"]
+        return summary["status"]
+
+
+# Checkpoints. checkpoint.pt holds what the loop needs to go on: written every --checkpoint-interval env steps and when
+# Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves the last one); --resume goes on from it and
+# computes what the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
@@ -722,299 +1062,6 @@ def resume(args):
         kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
         f.truncate(len("".join(kept)))
     return saved
-
-
-def main(args: Args):
-    check_args(args)
-    batch_size = int(args.num_envs * args.num_steps)
-    minibatch_size = int(batch_size // args.num_minibatches)
-    num_iterations = args.total_timesteps // batch_size
-    saved = resume(args) if args.resume else None  # the checkpoint to go on from (--resume)
-    log = RunLog(
-        args,
-        [
-            "learning_rate",
-            "value_loss",
-            "policy_loss",
-            "entropy",
-            "old_approx_kl",
-            "approx_kl",
-            "clipfrac",
-            "explained_variance",
-        ],
-        saved and saved["log"],
-    )
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
-
-    # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
-    # then a reset step (masked out: valids)
-    # The --async-envs workers inherit these: Ctrl-C, SIGTERM and SIGUSR1 are this process's, which stops at the
-    # end of a step, saves the workers' envs in its checkpoint, then closes them
-    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-        [
-            make_env(
-                args.env_id, i, args.capture_video and not args.eval_episodes, os.path.join(log.run_dir, "videos"), args.gamma
-            )
-            for i in range(args.num_envs)
-        ],
-        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-    )
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
-
-    agent = Agent(obs_dim, action_dim).to(device)
-    ppo = make_ppo(args, agent, device)
-    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
-    obs_rms = None
-    # in place, so that the compiled / captured functions read the loaded weights
-    if args.eval_model:
-        # (checked in check_args)
-        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
-
-    # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
-    # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
-    # per step. (Pageable, not pinned: each copy is staged before it returns, so the next rollout may write the rows.)
-    host = dict(
-        obs=torch.zeros((args.num_steps, args.num_envs, obs_dim)),
-        actions=torch.zeros((args.num_steps, args.num_envs, action_dim)),
-        rewards=torch.zeros((args.num_steps, args.num_envs)),
-        terminations=torch.zeros((args.num_steps, args.num_envs)),
-        dones=torch.zeros((args.num_steps, args.num_envs)),
-        valids=torch.zeros((args.num_steps, args.num_envs)),
-    )
-    stage = {k: v.numpy() for k, v in host.items()}
-    storage = {k: torch.zeros(v.shape, device=device) for k, v in host.items()}
-
-    status, global_step = "finished", 0
-
-    # TRY NOT TO MODIFY: start the game
-    next_obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
-    # carried across iterations: the first row after a done is a reset
-    next_done = np.zeros(args.num_envs, dtype=bool)
-    learned, first = vars(ppo), 1  # (states() keeps the agent and the optimizer of it)
-    if saved:  # go on where the checkpoint was written, as the unstopped run would have
-        load_states(learned, saved["learned"])
-        set_env_state(envs, saved["envs"], pending_resets=saved["next_done"])
-        next_obs, next_done = saved["next_obs"].numpy(), saved["next_done"].numpy()
-        set_random_streams(saved["random"])
-        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
-    try:
-        for iteration in range(first, num_iterations + 1):
-            log.count_update(global_step)
-            # Annealing the rate if instructed to do so.
-            lrnow = args.learning_rate
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / num_iterations
-                lrnow = frac * args.learning_rate
-                # fill_, not copy_: a float copy_ blocks on CUDA
-                ppo.optimizer.param_groups[0]["lr"].fill_(lrnow)
-
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                stage["obs"][step] = next_obs
-                stage["valids"][step] = ~next_done  # 0 on a NEXT_STEP reset row
-
-                # ALGO LOGIC: action logic. Speed: only the actor runs here; the log-probs and values come after the
-                # rollout, batched. The action's copy to the host is the loop's one sync.
-                action = ppo.policy(torch.from_numpy(next_obs).to(device, non_blocking=True))[0].cpu().numpy()
-                stage["actions"][step] = action
-
-                # TRY NOT TO MODIFY: execute the game and log data.
-                next_obs, reward, termination, truncation, infos = envs.step(action)
-                next_done = np.logical_or(termination, truncation)
-                stage["rewards"][step] = reward
-                stage["terminations"][step] = termination
-                stage["dones"][step] = next_done
-                next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-                for i in np.flatnonzero(infos.get("_episode", [])):
-                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
-
-            for k in storage:
-                storage[k].copy_(host[k], non_blocking=True)
-            # the rollout's log-probs, values, advantages and returns, flat; bootstrap value from next_obs (the true
-            # final observation if the last step ended an episode)
-            rollout = ppo.gae(torch.from_numpy(next_obs).to(device, non_blocking=True), **storage)
-
-            # flatten the batch
-            batch = dict(obs=storage["obs"].view(-1, obs_dim), actions=storage["actions"].view(-1, action_dim))
-            batch.update(rollout, valids=storage["valids"].view(-1))
-
-            # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
-            clipfrac_sum = torch.zeros((), device=device)
-            for epoch in range(args.update_epochs):
-                # Speed: the permutation is drawn on the device; no host round trip per minibatch.
-                b_inds = torch.randperm(batch_size, device=device)
-                for start in range(0, batch_size, minibatch_size):
-                    mb_inds = b_inds[start : start + minibatch_size]
-                    out = ppo.update(**batch, idx=mb_inds)
-                    clipfrac_sum += out["clipfrac"]
-                # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
-                if args.target_kl is not None and out["approx_kl"] > args.target_kl:
-                    break
-
-            # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
-            metrics = dict(
-                out,
-                clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
-                learning_rate=lrnow,
-                explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
-            )
-            if log.row(global_step, metrics):  # a value is NaN or infinite: stop here
-                status = "diverged"
-                break
-            # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            rms = envs.get_attr("obs_rms")[0]
-            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
-            # a checkpoint every --checkpoint-interval steps, and before stopping
-            if checkpoint_due(log, global_step):
-                kept = dict(learned=states(learned), envs=env_state(envs), next_obs=next_obs, next_done=next_done)
-                save_checkpoint(log, global_step, **kept, iteration=iteration, obs_rms=obs_rms)
-            if log.stopping:  # Ctrl-C, SIGTERM or SIGUSR1: stop here, the checkpoint written
-                status = log.stopping
-                break
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except (EOFError, ConnectionError) as e:
-        # --async-envs: a worker died (killed, out of memory): keep what ran
-        print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-        status = "failed"
-    # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
-    # the other workers are ended directly (they ignore SIGTERM)
-    try:
-        envs.close()
-    except (EOFError, ConnectionError):
-        for process in envs.unwrapped.processes:
-            process.kill()
-        envs.unwrapped.closed = True
-
-    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    def act(obs):
-        normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
-        normalized = np.clip(normalized, -10, 10).astype(np.float32)
-        # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
-        repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return ppo.policy(repeated)[1][:1].cpu().numpy()
-
-    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
-    status = log.finish(global_step, status, act, model)
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(obs_rms=obs_rms)
-    return state
-
-
-# Plumbing, the same text in every file: flag ranges, saved models, metrics, progress and summary.
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
-
-
-class RunLog:  # the run folder (metrics.csv, TensorBoard, model.pt, summary.json), progress, wandb
-    def __init__(self, args, columns, part=None):  # part: its checkpoint's (--resume)
-        self.args, self.start, self.part = args, time.time(), part or so_far(None, 0)
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
-        self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
-        try:  # what can fail here is --track's wandb or the folder
-            if args.track:
-                import wandb
-
-                self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
-                )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
-        except (ImportError, OSError) as e:
-            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
-            sys.exit(f"error: {flag}")
-        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not part:  # (a resumed run's: resume() cut them back to its checkpoint)
-            self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
-
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
-
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if NaN or inf
-        row = {**self.stats(global_step), **metrics}
-        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        if tensors:  # a tensor logs its mean, all in one transfer
-            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
-        self.csv.writerow(row)
-        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
-        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line)
-        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
-            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
-            self.writer.add_scalar(key, value, global_step)
-        if self.wandb:
-            self.wandb.log(logged, step=global_step)
-        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
-        if bad:
-            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
-        return bool(bad)
-
-    def finish(self, global_step, status, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
-        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and status == "finished"
-            if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            status = self.stopping or "interrupted"
-        self.evaluating = False
-        if status == "finished":  # a finished run goes on no more: its checkpoint goes
-            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
-        self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
-        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        summary["status"] = "evaluated" if evals and args.eval_model else status
-        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
-        if evals:
-            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
-            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
-            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
-        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
-        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return summary["status"]
 
 
 if __name__ == "__main__":

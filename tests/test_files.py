@@ -1,6 +1,6 @@
-"""The files a reader copies: formatted as CleanRL's (ruff at 127 columns), read top to bottom, one text for every
-definition they share, each variant file its core file plus marked hunks, cores free of scale code, and each file's
-length as the README's table says it."""
+"""The files a reader copies: formatted as CleanRL's (ruff at 127 columns), in two parts (the algorithm up to the end of
+`main`, then the appendix of infrastructure), one text for every definition they share, each variant file its core file
+plus marked hunks, cores free of scale code, and each file's lengths as the size table says them."""
 
 import ast
 import difflib
@@ -27,27 +27,25 @@ VARIANTS = {
         core="ppo_atari_torchcompile",
         marker="DDP:",
         changed={"Args", "check_args", "main", "make_ppo"},  # make_ppo: the update holds the all_reduce
-        own=set(),
+        own={"QuietLog"},
     ),
 }
 CORES = [p for p in STEMS if p not in VARIANTS]
-# Definitions that several files share and that must be one text in every file that has them (None: every file that
-# defines the name; else the files listed). The pairs' own classes and functions differ by the speed tricks.
-ONE_TEXT = {
-    "check": None,  # the plumbing
-    "RunLog": None,
-    "__main__": None,
-    "load_model": None,
-    "silence_v4_notices": None,
-    "GRAPH_MODES": None,
-    "compiled": None,
-    "adam_settings": None,
-    "explained_variance": None,
-    "layer_init": None,
-    "EpisodeTracker": None,
-    "bf16_matmuls": None,
-    "check_fast_flags": ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]],
-}
+ATARI = [s for s in STEMS if s.startswith("ppo_atari")]  # envpool's envs; the others are gymnasium's
+GYM = [s for s in STEMS if s not in ATARI]
+FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]]
+# Definitions that several files share and that must be one text in every file that has them: (name, files), files
+# None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
+APPENDIX = ["start_run", "check", "RunLog", "RESUMABLE", "ask_to_stop", "so_far", "states", "first_rows", "load_states"]
+APPENDIX += ["checkpoint_due", "save_checkpoint", "save", "plain", "numpy_of", "random_streams", "set_random_streams"]
+APPENDIX += ["load_checkpoint", "resume", "load_model", "silence_v4_notices", "bf16_matmuls", "EpisodeTracker"]
+SNAPSHOT = ["envs_ignore_signals", "Snapshot", "env_physics", "layer_state", "set_layer_state", "env_state", "set_env_state"]
+ONE_TEXT = [(name, STEMS) for name in ["__main__", *APPENDIX[:18]]]  # the shared appendix, in all twelve
+ONE_TEXT += [(name, None) for name in APPENDIX[18:]]
+ONE_TEXT += [(name, GYM) for name in SNAPSHOT]  # a gymnasium env's state, for checkpoints
+ONE_TEXT += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which cannot be saved
+ONE_TEXT += [(name, None) for name in ["GRAPH_MODES", "compiled", "adam_settings", "explained_variance", "layer_init"]]
+ONE_TEXT += [("check_fast_flags", FAST_PPO_DQN)]
 
 
 def definitions(path):
@@ -60,6 +58,10 @@ def definitions(path):
             name = node.name
         elif isinstance(node, ast.Assign):
             name = ast.unparse(node.targets[0])
+        elif isinstance(node, ast.AugAssign):  # (a list continued: RESUMABLE += [...])
+            name = ast.unparse(node.target)
+            found[name] += "".join(lines[node.lineno - 1 : node.end_lineno])
+            continue
         elif isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
             name = "__main__"
         else:
@@ -72,15 +74,37 @@ def definitions(path):
 DEFS = {p.stem: definitions(p) for p in FILES}
 
 
-@pytest.mark.parametrize("name", list(ONE_TEXT))
-def test_a_shared_definition_is_one_text_in_every_file(name):
-    files = ONE_TEXT[name] or [stem for stem in STEMS if name in DEFS[stem]]
-    assert len(files) >= 2, files
+def drift(name, files, defs):
+    """Where a shared definition's copies differ: one line naming the file and the definition, with the diff."""
+    files = files or [stem for stem in STEMS if name in defs[stem]]
+    assert len(files) >= 2, (name, files)
     reference = files[0]
     for stem in files[1:]:
-        assert name in DEFS[stem], f"{stem}.py has no {name}"
-        diff = "".join(difflib.unified_diff(DEFS[reference][name].splitlines(True), DEFS[stem][name].splitlines(True)))
-        assert DEFS[stem][name] == DEFS[reference][name], f"{stem}.py: {name} differs from {reference}.py's:\n{diff}"
+        if name not in defs[stem]:
+            return f"{stem}.py has no {name}"
+        if defs[stem][name] != defs[reference][name]:
+            diff = "".join(difflib.unified_diff(defs[reference][name].splitlines(True), defs[stem][name].splitlines(True)))
+            return f"{stem}.py: {name} differs from {reference}.py's:\n{diff}"
+    return None
+
+
+@pytest.mark.parametrize("name,files", ONE_TEXT, ids=[f"{n}-{len(f) if f else 'all'}" for n, f in ONE_TEXT])
+def test_a_shared_definition_is_one_text_in_every_file(name, files):
+    problem = drift(name, files, DEFS)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize(
+    "stem,name,files",
+    [("sac_continuous_action", "save_checkpoint", STEMS), ("td3_continuous_action_torchcompile", "env_state", GYM)],
+)
+def test_the_drift_check_names_the_file_and_the_definition_it_breaks(stem, name, files):
+    """One copy of a shared appendix definition edited alone (a baseline's save_checkpoint, a fast file's env_state):
+    the check fails, naming that file and that definition."""
+    defs = {s: dict(d) for s, d in DEFS.items()}
+    defs[stem][name] = defs[stem][name].replace("\n", "\n    pass\n", 1)
+    problem = drift(name, files, defs)
+    assert problem is not None and problem.startswith(f"{stem}.py: {name} differs from "), problem
 
 
 def unmarked_hunks(core_text, variant_text, marker):
@@ -141,25 +165,47 @@ def test_cores_hold_no_scale_code(core):
     assert "Runners:" not in source and "DDP:" not in source
 
 
-def plumbing(path):
-    """The file's lines from its `# Plumbing` line to the end."""
-    lines = path.read_text().splitlines()
-    return lines[next(i for i, line in enumerate(lines) if line.startswith("# Plumbing")) :]
+def parts(path):
+    """The file's part 1 (from the top to the end of `main`) and its appendix (from the next line to the end)."""
+    source = path.read_text()
+    main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    lines = source.splitlines()
+    return lines[: main.end_lineno], lines[main.end_lineno :]
 
 
-def test_the_plumbing_is_one_text_in_every_file():
-    assert len(FILES) == 12 and set(PAIRS) | {f"{p}_torchcompile" for p in PAIRS} | set(VARIANTS) == set(STEMS)
-    reference = plumbing(FILES[0])
-    for path in FILES[1:]:
-        assert plumbing(path) == reference, f"{path.name}: the plumbing differs from {FILES[0].name}'s"
+# what only the appendix holds: the infrastructure a reader of the algorithm need not read
+INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "load_model", "start_run", "RunLog"}
+INFRASTRUCTURE |= {"check", "QuietLog", *APPENDIX, *SNAPSHOT}
 
 
 @pytest.mark.parametrize("path", FILES, ids=STEMS)
-def test_the_file_reads_top_to_bottom(path):
-    order = [n.name for n in ast.parse(path.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-    assert order[:2] == ["Args", "check_args"], order  # the flags, then what each may be
-    assert order[-3:] == ["main", "check", "RunLog"], order  # the algorithm, then the plumbing
-    assert len(plumbing(path)) <= 110, len(plumbing(path))
+def test_the_algorithm_comes_first_and_the_appendix_after_main(path):
+    part1, appendix = parts(path)
+    body = ast.parse(path.read_text()).body
+    first = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))][0]
+    assert first == "Args", first  # the flags, then the algorithm
+    opening = next(line for line in appendix if line.strip())
+    assert opening.startswith("# Appendix") and "same text" in opening + appendix[appendix.index(opening) + 1], opening
+    names = definitions(path)
+    after = {name for name in names if names[name] in "\n".join(appendix) + "\n"}
+    assert set(names) & INFRASTRUCTURE <= after, sorted(set(names) & INFRASTRUCTURE - after)  # all in the appendix
+    assert not after - INFRASTRUCTURE - {"__main__"}, sorted(after - INFRASTRUCTURE)  # and nothing else
+    assert isinstance(body[-1], ast.If) and "__main__" in ast.unparse(body[-1].test)  # the guard is the last statement
+
+
+@pytest.mark.parametrize("path", FILES, ids=STEMS)
+def test_main_reads_like_leanrl_s(path):
+    """Each piece of infrastructure in main is one call into the appendix: no try/except, no signal handling, no
+    checkpoint internals in main (its loop goes on in plain sight, as in CleanRL)."""
+    source = path.read_text()
+    main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    for node in ast.walk(main):
+        assert not isinstance(node, ast.Try), f"{path.name}:{node.lineno}: a try in main"
+    text = ast.unparse(main)
+    hidden = ["signal.signal", "set_env_state(", "env_state(envs)", "envs.close()"]
+    if path.stem not in VARIANTS:  # (a variant's idea may spell out what its core calls in one line)
+        hidden += ["save_checkpoint(", "checkpoint_due(", "resume(args)", "RunLog(", "load_states("]
+    assert not [h for h in hidden if h in text], [h for h in hidden if h in text]
 
 
 @pytest.mark.parametrize("path", FILES, ids=STEMS)
@@ -175,13 +221,14 @@ def test_no_trailing_comment_pushes_a_line_past_100_columns(path):
     assert not long, "\n".join(long)
 
 
-def test_the_plumbing_is_plain():
+@pytest.mark.parametrize("path", FILES, ids=STEMS)
+def test_the_appendix_is_plain(path):
     """No walrus, no tuple assignment of more than three names, no conditional expression inside another, no
-    __import__: the plumbing is read once by everyone, and must read at a glance."""
-    tree = ast.parse("\n".join(plumbing(FILES[0])))
+    __import__: the appendix is read by everyone who looks for how the run is run, and must read at a glance."""
+    tree = ast.parse("\n".join(parts(path)[1]))
     for node in ast.walk(tree):
         assert not isinstance(node, ast.NamedExpr), ast.unparse(node)
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):  # (a call's results may be unpacked)
             for target in node.targets:
                 assert not (isinstance(target, ast.Tuple) and len(target.elts) > 3), ast.unparse(node)
         if isinstance(node, ast.IfExp):
@@ -200,21 +247,24 @@ def test_no_walrus_and_no_named_lambda_anywhere(path):
 
 
 def size_table():
-    """{file: (lines, CleanRL's counterpart's lines or None, LeanRL's or None)} from the README's size table: the rows
-    between its `<!-- sizes -->` and `<!-- /sizes -->` markers, `| `scripts/x.py` | 712 | 353 | 403 |`."""
-    text = (ROOT / "README.md").read_text()
+    """{file: (lines, part 1's lines, CleanRL's counterpart's lines or None, LeanRL's or None)} from the size table in
+    doc/sizes.md: the rows between its `<!-- sizes -->` and `<!-- /sizes -->` markers,
+    `| `scripts/x.py` | 712 | 380 | 353 | 403 |`."""
+    text = (ROOT / "doc" / "sizes.md").read_text()
     block = text.split("<!-- sizes -->", 1)[1].split("<!-- /sizes -->", 1)[0]
     rows = {}
     for line in block.splitlines():
-        match = re.match(r"\|\s*`scripts/(\w+)\.py`\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|", line)
+        match = re.match(r"\|\s*`scripts/(\w+)\.py`\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|", line)
         if match:
-            counts = [re.search(r"\d+", cell) for cell in match.groups()[2:]]
-            rows[match[1]] = (int(match[2]), *[int(c[0]) if c else None for c in counts])
+            counts = [re.search(r"\d+", cell) for cell in match.groups()[3:]]
+            rows[match[1]] = (int(match[2]), int(match[3]), *[int(c[0]) if c else None for c in counts])
     return rows
 
 
-def test_the_readme_size_table_is_true():
+def test_the_size_table_is_true():
     rows = size_table()
     assert set(rows) == set(STEMS), set(rows) ^ set(STEMS)
-    for stem, (lines, *_) in rows.items():
-        assert lines == len((SCRIPTS / f"{stem}.py").read_text().splitlines()), f"README: {stem}.py has {lines} lines?"
+    for stem, (lines, part1, *_) in rows.items():
+        path = SCRIPTS / f"{stem}.py"
+        assert lines == len(path.read_text().splitlines()), f"doc/sizes.md: {stem}.py has {lines} lines?"
+        assert part1 == len(parts(path)[0]), f"doc/sizes.md: {stem}.py's part 1 has {part1} lines?"

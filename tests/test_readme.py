@@ -1,6 +1,6 @@
 """The README's claims, kept true: its speed tables and the ratios its opening quotes are the results pages', and every
-flag that the README or doc/usage.md names exists in the `--help` of the file it is named for. (The README's size table
-is checked by tests/test_files.py.)"""
+flag that the README or doc/usage.md names exists in the `--help` of the file it is named for. (The size table,
+in doc/sizes.md, is checked by tests/test_files.py.)"""
 
 import fnmatch
 import functools
