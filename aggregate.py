@@ -153,6 +153,9 @@ def read_summary(folder, path, row):
         if algorithm.endswith(f"_{idea}"):
             algorithm = algorithm.removesuffix(f"_{idea}")
             variant = idea if variant == "fast" else f"{idea}_{variant}"
+    peer = summary.get("peer")
+    if peer:  # a peer's own file, run by doc/leanrl.py: its variants beside ours (leanrl, leanrl_fast, leanrl_compile...)
+        variant = peer if variant == "baseline" else f"{peer}_{variant}"
     record = {key: summary[key] for key in COLUMNS if key in summary}
     record.update(flags)
     record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")
@@ -672,7 +675,9 @@ def aggregate(folder, algorithms=(), variants=(), reference=None):
     bench = read_json(folder / "bench.json")
     device = device_name(runs, machine)
 
-    colors = {variant: f"C{i}" for i, variant in enumerate(variants)}  # matplotlib's default colours (tab10)
+    colors = {variant: f"C{i % 10}" for i, variant in enumerate(variants)}  # matplotlib's default colours (tab10)
+    peers = [variant for variant in variants if variant.startswith("leanrl")]  # the peer's, in greys: apart from ours
+    colors.update(zip(peers, ["black", "dimgray", "darkgray", "silver"]))
     published = read_reference(reference)
     for algorithm, rows in stats.groupby("algorithm", sort=False):
         plot_speeds(folder, algorithm, rows, device, colors)

@@ -39,7 +39,14 @@ compile_reduce_overhead             other    _torchcompile.py           --compil
 compile_max_autotune                other    _torchcompile.py           --compile --compile-mode max-autotune
 ray                                 quick    _ray_torchcompile.py       --num-envs 2 --env-runners 2
 multigpu                            quick    _multigpu_torchcompile.py
+leanrl                              peer     .py
+leanrl_fast                         peer     _torchcompile.py
+leanrl_compile                      peer     _torchcompile.py           --compile
+leanrl_compile_cudagraphs           peer     _torchcompile.py           --compile --cudagraphs
 '
+# The peer's variants ("peer") run LeanRL's own files (the checkout --leanrl names, in the environment --leanrl-python
+# names) through doc/leanrl.py, with the same flags, budgets and seeds as ours: LeanRL's leanrl/<algorithm>.py and
+# leanrl/<algorithm>_torchcompile.py (its Atari files are ppo_atari_envpool*.py). Only where --variants names them.
 DEFAULT_SEEDS="1,2,3"
 QUICK_SEEDS="1"
 
@@ -53,7 +60,7 @@ while read -r name kind _ _; do
     [ -n "$name" ] || continue
     VARIANTS+="${VARIANTS:+ }$name"
     if [ "$kind" = default ]; then DEFAULT_VARIANTS+="${DEFAULT_VARIANTS:+ }$name"; else OTHER_VARIANTS+="${OTHER_VARIANTS:+ }$name"; fi
-    if [ "$kind" != other ]; then QUICK_VARIANTS+="${QUICK_VARIANTS:+ }$name"; fi
+    if [ "$kind" = default ] || [ "$kind" = quick ]; then QUICK_VARIANTS+="${QUICK_VARIANTS:+ }$name"; fi
 done <<<"$VARIANT_TABLE"
 
 quick_flags() { # algorithm: its --quick budget
@@ -76,6 +83,18 @@ variant_file() { # algorithm variant: its script
 }
 own_file() { # variant: true for a variant file of its own (not every algorithm has one)
     case "$(variant_file '' "$1")" in .py | _torchcompile.py) return 1 ;; *) return 0 ;; esac
+}
+peer_variant() { # variant: true for one of the peer's (LeanRL's files)
+    local name kind _rest
+    while read -r name kind _rest; do
+        if [ "$name" = "$1" ] && [ "$kind" = peer ]; then return 0; fi
+    done <<<"$VARIANT_TABLE"
+    return 1
+}
+peer_file() { # algorithm variant: LeanRL's file, in its checkout's leanrl/ folder
+    local a=$1
+    if [ "$a" = ppo_atari ]; then a=ppo_atari_envpool; fi
+    variant_file "$a" "$2"
 }
 variant_help() { # default|quick|other: --help's lines for those variants
     local name kind file flags
@@ -112,6 +131,9 @@ $(variant_help other)
 and the variant files of their own, which --quick runs too (ray: Ray env runners, ppo_continuous_action only;
 multigpu: data-parallel PPO under torchrun, a process per GPU, ppo_atari only):
 $(variant_help quick)
+and the peer's, LeanRL's own files run beside ours with the same flags, budgets and seeds (only where --variants
+names them; they need --leanrl and --leanrl-python, and doc/leanrl.py says how to make that environment):
+$(variant_help peer | sed 's| scripts/| leanrl/|')
 With --all (or any other option that leaves them so): all algorithms, the variants of the first list, seeds
 ${DEFAULT_SEEDS}, the scripts' default budgets (the full reproduction; hours on a GPU, much longer on a CPU). With no
 option at all it runs nothing and says so.
@@ -142,6 +164,10 @@ Options:
                           (CUDA_VISIBLE_DEVICES); machine.json records the split, results.md marks the speeds as
                           shared. With --slurm: at most N tasks of the array at once
   --gpus 0,1,...          the GPUs the runs take in turn (default: every visible one)
+  --leanrl DIR            the peer's variants: a checkout of LeanRL (git clone https://github.com/pytorch-labs/LeanRL;
+                          our results used its commit 8dbb633), whose leanrl/ files they run, unchanged
+  --leanrl-python PY      the peer's variants: the python of an environment with LeanRL's own libraries
+                          (requirements/requirements-leanrl.txt; never ours), e.g. .venv-leanrl/bin/python
   --slurm                 submit instead of running: one sbatch job array, a task per run (throttled by --jobs),
                           then one job that aggregates into --out once they all end (afterany); prints the job
                           ids and how to watch them. --out must be on a file system the nodes share
@@ -220,6 +246,8 @@ SLURM_ARGS=""
 RUN_TASK=""
 RESUME=""
 REFERENCE=""
+LEANRL=""
+LEANRL_PYTHON=""
 EXTRA=()
 ORIG_ARGS=("$@")
 
@@ -257,7 +285,7 @@ while [ $# -gt 0 ]; do
         --all) ;; # the full matrix at default budgets, asked for explicitly (what no option would run)
         --append) APPEND=1 ;;
         --slurm) SLURM=1 ;;
-        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task | --resume | --reference)
+        --scripts | --variants | --seeds | --total-timesteps | --out | --aggregate | --publish | --jobs | --gpus | --slurm-args | --run-task | --resume | --reference | --leanrl | --leanrl-python)
             if [ "$has_inline" = 0 ]; then
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
                 val="$2"
@@ -277,6 +305,8 @@ while [ $# -gt 0 ]; do
                 --run-task) RUN_TASK="$val" ;;
                 --resume) RESUME="$val" ;;
                 --reference) REFERENCE="$val" ;;
+                --leanrl) LEANRL="$val" ;;
+                --leanrl-python) LEANRL_PYTHON="$val" ;;
             esac
             ;;
         --)
@@ -363,6 +393,15 @@ for s in ${SEEDS//,/ }; do
 done
 [ ${#RUN_ALGOS[@]} -gt 0 ] || die "--scripts: empty"
 [ ${#RUN_VARIANTS[@]} -gt 0 ] || die "--variants: empty"
+for v in "${RUN_VARIANTS[@]}"; do # the peer's variants: its checkout and its environment, said before any run
+    peer_variant "$v" || continue
+    [ -n "$LEANRL" ] || die "--variants $v: needs --leanrl DIR, a checkout of LeanRL (git clone https://github.com/pytorch-labs/LeanRL)"
+    [ -d "$LEANRL/leanrl" ] || die "--leanrl: $LEANRL is no LeanRL checkout (it has no leanrl/ folder)"
+    LEANRL="$(cd "$LEANRL" && pwd)"
+    [ -n "$LEANRL_PYTHON" ] || die "--variants $v: needs --leanrl-python PY, the python of LeanRL's environment (see doc/leanrl.py)"
+    command -v "$LEANRL_PYTHON" >/dev/null || die "--leanrl-python: $LEANRL_PYTHON is no program here"
+    break
+done
 [ ${#RUN_SEEDS[@]} -gt 0 ] || die "--seeds: empty"
 if [ -n "$TOTAL_TIMESTEPS" ] && ! [[ "$TOTAL_TIMESTEPS" =~ ^[1-9][0-9]*$ ]]; then
     die "--total-timesteps: '$TOTAL_TIMESTEPS' is not a positive integer"
@@ -466,6 +505,9 @@ else
                 read -r -a vflags <<<"$(variant_flags "$v")"
                 cmd=("$PYTHON" "$SCRIPTS_DIR/$(variant_file "$a" "$v")" --output-dir "$OUT/$rundir" --seed "$s" ${vflags[@]+"${vflags[@]}"}
                     ${budget[@]+"${budget[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
+                if peer_variant "$v"; then # LeanRL's own file, in its own environment, through our adapter
+                    cmd=("$LEANRL_PYTHON" "$ROOT/doc/leanrl.py" --leanrl "$LEANRL" "$(peer_file "$a" "$v")" "${cmd[@]:2}")
+                fi
                 if [ "$v" = multigpu ] && command -v torchrun >/dev/null; then # a rank per GPU of the run (else one)
                     cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "${cmd[@]:1}")
                 fi
@@ -491,6 +533,7 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     local i=$1 record=$2 cpus=$3 gpu=$4 start=$SECONDS rc summary summary_rel status info pin=()
     local a=${P_ALGO[$1]} v=${P_VARIANT[$1]} s=${P_SEED[$1]} log=${P_LOG[$1]} rundir=${P_RUNDIR[$1]} shown=${P_SHOWN[$1]}
     local name="${a}__${v}__seed${s}" file="$SCRIPTS_DIR/$(variant_file "$a" "$v")" where=""
+    if peer_variant "$v"; then file="$LEANRL/leanrl/$(peer_file "$a" "$v")"; fi
     eval "local cmd=(${P_CMD[$1]})"
     local checkpoint
     checkpoint="$(find "$OUT/$rundir" -name checkpoint.pt 2>/dev/null | sort | tail -n 1)"
