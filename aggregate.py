@@ -589,7 +589,7 @@ def table_lines(stats, reference_cells=None):
         "- steps/s: environment steps per second from the end of the burn-in (compilation, graph capture) to the end of "
         "each run; median and range (min–max) over the seeds that finished; warm-up s: the burn-in's wall time "
         "(`warmup_s`), median.",
-        "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same sitting.",
+        "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same benchmark run.",
     ]
     if grouped:
         lines.append(

@@ -207,13 +207,14 @@ terminated (SIGTERM: a time limit, kill, timeout; its summary says "terminated")
 runs start, and what exists is aggregated; 2 on bad options.
 --aggregate alone exits 0 once it has written the files, whatever the runs' statuses.
 
-The full table on one 8-GPU node: ./run.sh --jobs 8 (8 runs at once, one per GPU, the cores split 8 ways).
+The full table on one 8-GPU node: ./run.sh --jobs 8 (8 runs at once, one per GPU, the cores split 8 ways; its
+pinning is tested on a CPU, and it has not run on a GPU node yet).
 On a cluster: ./run.sh --slurm --jobs 16 --slurm-args "--partition gpu --gpus-per-task 1 --cpus-per-task 8 --time 12:00:00"
 (60 tasks for all algorithms, variants and seeds, 16 at once; squeue shows them; results.md when the last ends).
 
 Environment: PYTHON (the interpreter, default: python, else python3); RUN_SH_SCRIPTS_DIR (where the scripts
 are, default: scripts/ beside run.sh; for tests). Speeds are only comparable between runs made on the same
-machine in the same sitting: keep the machine otherwise idle while it runs.
+machine in the same benchmark run: keep the machine otherwise idle while it runs.
 EOF
 }
 
@@ -257,7 +258,7 @@ if [ $# -eq 0 ]; then # the full reproduction takes hours: say what it is, and s
     cat >&2 <<EOF
 run.sh: nothing run. With no options it would run the full reproduction: $runs runs (${algos[*]} x ${variants[*]}
 x seeds ${DEFAULT_SEEDS}) at the scripts' default budgets: hours on a GPU, days on a 2-core CPU. The last published
-sitting (doc/results/cpu-2core, its notes.md has the commands) used reduced budgets instead.
+benchmark (doc/results/cpu-2core, its notes.md has the commands) used reduced budgets instead.
   ./run.sh --all        start the full reproduction
   ./run.sh --quick      every run with tiny budgets: a smoke test, minutes on 2 cores
   ./run.sh --help       every option

@@ -22,7 +22,7 @@ process, AsyncVectorEnv's workers and Ray's runner processes, which import this 
 - TalkWaitRare-v0: TalkWait-v0 with episodes of 1000 steps on average: slow resets are rare (0.1% of calls), the
   steps even, so async and runners should tie (up to 8 envs: at 16, each of the 8 runners steps 2 envs in turn).
 - HalfCheetah-v4 itself: steps of about 50 us, which cost less than any process boundary.
-- SlowStep-HalfCheetah-v4 (issue 23's table, not run by default): HalfCheetah-v4 whose steps busy-wait 2 ms of wall
+- SlowStep-HalfCheetah-v4 (an earlier table's, not run by default): HalfCheetah-v4 whose steps busy-wait 2 ms of wall
   time, and 100 ms on 3% of the steps (wall time, unlike TalkBusy: on shared cores its work shrinks).
 
 Each env, at 1, 2, 4, 8 and 16 envs, is run with PPO continuous (eager) three ways, one run after another: sync and

@@ -1,4 +1,4 @@
-"""How close each script's update comes to what the machine can compute: the roofline of issue 30.
+"""How close each script's update comes to what the machine can compute: the roofline.
 
 For each algorithm's fast file (scripts/<algo>_torchcompile.py, eager: no --compile, no --cudagraphs) and, for
 reference, its baseline, on the machine this runs on:

@@ -756,7 +756,7 @@ def check_runners(args: Args):
         sys.exit("error: --env-runners: not with --async-envs (each runner steps its own share of the envs already)")
     if importlib.util.find_spec("ray") is None:
         sys.exit(
-            "error: --env-runners: needs ray: pip install -r requirements/requirements.txt (or pip install 'ray==2.60.0')"
+            "error: --env-runners: needs ray: pip install -r requirements/requirements-ray.txt (or pip install 'ray==2.60.0')"
         )
     # a host:port that does not answer: said now, not after Ray's retries
     if args.ray_address not in (None, "auto"):

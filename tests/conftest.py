@@ -3,10 +3,46 @@
 import pytest
 from helpers.gpu import selects_gpu
 
+# The quick tier, `python -m pytest -m "not slow"` (minutes on 2 cores): every script's short run (CleanRL's own
+# smoke-test command lines on every file, and each algorithm's short runs), the fast files' updates against the
+# baselines', the errors of mistyped flags, and the checks of the files and the pages. Everything else is marked
+# slow: the long runs, resume and stop, Ray, torchrun, Slurm, run.sh, evaluation and video, and whatever compiles.
+QUICK_MODULES = {
+    "test_files",
+    "test_docs",
+    "test_readme",
+    "test_plumbing",
+    "test_ppo_parity",
+    "test_network_classes",
+    "test_adam_settings",
+    "test_gpu_selection_and_sync_count",
+    "test_cleanrl_commands",
+}
+QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, parity with the baseline
+    "test_short_run",
+    "test_bad_input",
+    "test_bad_input_checks",
+    "test_bad_input_cli",
+    "test_bad_input_fails_with_one_line",
+    "test_fast_update_equals_cleanrl_update",
+    "test_fast_rollout_matches_baseline",
+    "test_fast_agent_matches_baseline_distribution",
+    "test_gae_matches_reference",
+    "test_gae_against_reference",
+    "test_baseline_run",
+    "test_fast_run",
+}
+
 
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    slow = pytest.mark.slow
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        quick = module in QUICK_MODULES or item.originalname in QUICK_TESTS
+        if not quick or "compile" in item.keywords:
+            item.add_marker(slow)
     if torch.cuda.is_available():
         return
     if selects_gpu(config.option.markexpr):  # asked for the GPU tests where there is no GPU: say so, run nothing

@@ -184,7 +184,7 @@ def torch_with_a_stand_in_cuda(fake):
 def test_the_loop_reads_the_device_only_for_the_action_and_the_logs(script, tmp_path, monkeypatch):
     """Each fast file's real main() loop, its envs included, on the stand-in device: the host reads the device at most
     once per policy call (the action the env needs) and once per metrics row (the logged values), and nowhere else.
-    This is the sync budget doc/gpu.md checks with torch.cuda.set_sync_debug_mode, here on every CI run."""
+    This is the sync budget the GPU tests check with torch.cuda.set_sync_debug_mode, here on every CI run."""
     module, args = prepare(script, *LOOPS[script], tmp_path=tmp_path, monkeypatch=monkeypatch)
     # what building reads once (Adam checks a tensor lr's value) is not the loop's
     calls = count_policy_calls(module, monkeypatch, lambda: 1, on_build=lambda: fake.reset_reads())

@@ -19,7 +19,7 @@ import pytest
 from helpers.background import Background, command, descendants, kill_if_still, wait_until
 from helpers.scripts import ROOT, importable, load_script, run_script
 
-pytestmark = pytest.mark.skipif(not (importable("ray")), reason="the env runners need ray (requirements.txt)")
+pytestmark = pytest.mark.skipif(not (importable("ray")), reason="the env runners need ray (requirements-ray.txt)")
 
 CONT = "ppo_continuous_action_ray_torchcompile"
 CORE = "ppo_continuous_action_torchcompile"  # the same PPO with its envs in the learner's process

@@ -2,9 +2,11 @@
 flag that the README or doc/usage.md names exists in the `--help` of the file it is named for. (The size table,
 in doc/sizes.md, is checked by tests/test_files.py.)"""
 
+import csv
 import fnmatch
 import functools
 import re
+import statistics
 import subprocess
 import sys
 
@@ -36,6 +38,7 @@ OTHER_TOOLS = {
     "--head",
     "--address",
     "--logdir",
+    "--results",  # doc/envpool_rate.py's
 }
 RESULTS_LINK = re.compile(r"\]\((doc/results/[\w-]+/results\.md)\)")  # a link to a results page
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
@@ -57,7 +60,15 @@ def table_rows(text):
 
 
 def section(text, title):
-    return text.split(f"\n{title}\n", 1)[1].split("\n## ", 1)[0]
+    """The text under a heading, up to the next heading of its level or above (lines in code fences are not headings)."""
+    level = len(title.split(" ")[0])
+    lines, fenced = text.split(f"\n{title}\n", 1)[1].splitlines(), False
+    for i, line in enumerate(lines):
+        fenced = fenced != line.startswith("```")
+        heading = re.match(r"(#+) ", line)
+        if heading and not fenced and len(heading.group(1)) <= level:
+            return "\n".join(lines[:i])
+    return "\n".join(lines)
 
 
 def number(text):
@@ -66,53 +77,99 @@ def number(text):
 
 def results_page():
     """The results page the README's speed section links, and its rows: {(algorithm, variant, exp name): row}."""
-    speed = section(README.read_text(), "## Speed")
+    speed = section(README.read_text(), "## Speed on a CPU")
     link = RESULTS_LINK.search(speed)
-    assert link, "the README's Speed section links no results page"
+    assert link, "the README's Speed on a CPU section links no results page"
     page = ROOT / link.group(1)
     return page, {(r["algorithm"], r["variant"], r["exp name"]): r for r in table_rows(page.read_text())}
 
 
+# The CPU table's columns: the results page's (variant, exp name) of each, the exp name as a suffix of the algorithm
+CPU_COLUMNS = {
+    "baseline steps/s": ("baseline", ""),
+    "fast": ("fast", "_torchcompile"),
+    "fast `--compile`": ("compile", "_torchcompile"),
+    "fast `--precision bf16`": ("fast", "bf16"),
+    "LeanRL baseline": ("leanrl", ""),
+    "LeanRL fast": ("leanrl_fast", "_torchcompile"),
+    "LeanRL fast `--compile`": ("leanrl_compile", "_torchcompile"),
+}
+
+
 def measured(rows, algorithm, column):
-    """(steps/s, ratio to the baseline) of a README column, from the results page's rows."""
+    """(steps/s, ratio to our baseline) of a README column, from the results page's rows."""
     base = number(rows[(algorithm, "baseline", algorithm)]["steps/s median"])
-    if column == "fast `--precision bf16`":
-        row = rows[(algorithm, "fast", "bf16")]  # its own exp name, so the page gives it no speed-up: the ratio is ours
-        return number(row["steps/s median"]), number(row["steps/s median"]) / base
-    variant = {"baseline steps/s": "baseline", "fast": "fast", "fast `--compile`": "compile"}[column]
-    row = rows[(algorithm, variant, algorithm + ("_torchcompile" if variant != "baseline" else ""))]
-    return number(row["steps/s median"]), number(row["speed-up"].rstrip("x"))
+    variant, exp = CPU_COLUMNS[column]
+    row = rows[(algorithm, variant, exp if exp == "bf16" else algorithm + exp)]
+    if row["speed-up"].endswith("x"):  # the page's own ratio (of the unrounded medians)
+        return number(row["steps/s median"]), number(row["speed-up"].rstrip("x"))
+    return number(row["steps/s median"]), number(row["steps/s median"]) / base  # its own exp name: no speed-up there
 
 
 def readme_speed_table():
-    """{algorithm: {column: cell}} from the README's speed table."""
+    """{algorithm: {column: cell}} from the README's CPU speed table."""
     table = {}
-    for row in table_rows(section(README.read_text(), "## Speed")):
+    for row in table_rows(section(README.read_text(), "## Speed on a CPU")):
         name = next(n for n in ALGORITHMS if row["algorithm"].startswith(n + " "))
         table[ALGORITHMS[name]] = {k: v for k, v in row.items() if k != "algorithm"}
     return table
 
 
 def test_the_speed_table_is_the_results_pages():
+    """Each cell: the results page's median steps/s of that variant, and its ratio to our baseline's; "-" where the
+    page has no such run, "= fast ..." where --compile runs the fast file eager (test_no_compile_cell...)."""
     page, rows = results_page()
     table = readme_speed_table()
-    assert set(table) == set(ALGORITHMS.values())
+    assert set(table) >= {"ppo_atari", "ppo_continuous_action", "sac_continuous_action", "td3_continuous_action"}
     for algorithm, cells in table.items():
+        assert set(cells) == set(CPU_COLUMNS), sorted(cells)
         for column, cell in cells.items():
+            variant, exp = CPU_COLUMNS[column]
             if cell == "-":
-                assert not any(key[:1] == (algorithm,) and key[2] == "bf16" for key in rows), (algorithm, column)
+                assert not any(key[:2] == (algorithm, variant) and key[2].endswith(exp) for key in rows), (algorithm, column)
+                continue
+            if cell.startswith("= fast"):
                 continue
             sps, ratio = measured(rows, algorithm, column)
             match = re.fullmatch(r"([\d,]+)(?: \((\d+\.\d+)x\))?", cell)
             assert match, f"README speed table, {algorithm}, {column}: {cell!r}"
-            assert number(match.group(1)) == sps, f"README {algorithm} {column}: {cell}, {page.name} says {sps:,.0f}"
+            assert number(match.group(1)) == round(sps), f"README {algorithm} {column}: {cell}, {page.name}: {sps:,.0f}"
             if match.group(2):
                 assert f"{ratio:.2f}" == match.group(2), f"README {algorithm} {column}: {cell}, {page.name}: {ratio:.2f}x"
 
 
+def test_the_ratios_to_leanrl_are_the_table_s():
+    """The sentence under the CPU table: ours against LeanRL's with the same flags, per algorithm, from the table."""
+    text = " ".join(section(README.read_text(), "## Speed on a CPU").split())  # (a line may break anywhere)
+    table = readme_speed_table()
+    said = re.findall(r"([A-Z][\w ]+?): (\d+\.\d+)x \(no flags\), (\d+\.\d+)x \(`--compile`\)", text)
+    assert len(said) == len(table), said
+    for name, fast, compiled in said:
+        cells = table[ALGORITHMS[name.strip()]]
+        ours = [cells["fast"], cells["fast `--compile`"]]
+        if ours[1].startswith("= fast"):
+            ours[1] = ours[0]  # the fast file, eager, on a CPU
+        theirs = [cells["LeanRL fast"], cells["LeanRL fast `--compile`"]]
+        for quoted, mine, peer in zip((fast, compiled), ours, theirs):
+            ratio = number(mine.split(" ")[0]) / number(peer.split(" ")[0])
+            assert f"{ratio:.2f}" == quoted, (name, quoted, ratio)
+
+
+# The steps in each GPU run's burn-in (the commands in the GPU pages' notes): PPO 2 iterations (--measure-burnin 2) of
+# 8 x 128 (Atari) and 2048 (continuous) steps; SAC and TD3 5,000 random steps and 51 updates (--learning-starts 5000
+# --measure-burnin 50); DQN 10,000 random steps, then an update every 10 steps, 51 of them (--measure-burnin 50).
+GPU_BURNIN_STEPS = {
+    "ppo_atari": 2 * 1024,
+    "ppo_continuous_action": 2 * 2048,
+    "sac_continuous_action": 5000 + 51,
+    "td3_continuous_action": 5000 + 51,
+    "dqn": 10000 + 51 * 10,
+}
+
+
 def test_the_gpu_table_is_its_results_pages():
     """Each row of the README's GPU table is the baseline and `--compile --cudagraphs` rows of the results page it
-    links (one page per GPU)."""
+    links (one page per GPU), and its `timed` cell the seconds those runs measured (steps after the burn-in / rate)."""
     rows = table_rows(section(README.read_text(), "## Speed on a GPU"))
     names = [next(n for n in ALGORITHMS if row["algorithm"].startswith(n + " ")) for row in rows]
     assert sorted(names) == sorted(ALGORITHMS)
@@ -123,30 +180,113 @@ def test_the_gpu_table_is_its_results_pages():
         base, fast = page[(ALGORITHMS[name], "baseline")], page[(ALGORITHMS[name], "compile_cudagraphs")]
         assert row["baseline steps/s"] == base["steps/s median"], (name, link.group(1))
         assert row["fast `--compile --cudagraphs`"] == f"{fast['steps/s median']} ({fast['speed-up']})", (name, link.group(1))
-    # the opening's GPU sentence quotes the table: each "<fast> against <baseline>" is one of its rows
-    opening = README.read_text().split("\n## ", 1)[0]
-    sentence = opening[opening.index("The GPU path") :]
-    quoted = re.findall(r"([\d,.]+)\s+(?:steps/s\s+)?against\s+(?:its\s+baseline's\s+)?([\d,.]+)", sentence)
-    quoted = {(fast.strip(",."), base.strip(",.")) for fast, base in quoted}
-    table = {(row["fast `--compile --cudagraphs`"].split(" (")[0], row["baseline steps/s"]) for row in rows}
-    assert len(quoted) == len(ALGORITHMS) and quoted <= table, f"the opening says {sorted(quoted - table)}"
+        runs = list(csv.DictReader(open(ROOT / link.group(1).replace("results.md", "results.csv"))))
+        timed = []
+        for variant in ("compile_cudagraphs", "baseline"):
+            (run,) = [r for r in runs if r["algorithm"] == ALGORITHMS[name] and r["variant"] == variant]
+            measured = int(run["global_step"]) - GPU_BURNIN_STEPS[ALGORITHMS[name]]
+            timed.append(f"{measured / float(run['sps']):.1f} s")
+        assert row["timed (fast / baseline)"] == " / ".join(timed), (name, timed)
 
 
-def test_the_opening_quotes_the_table():
-    """Each ratio the opening quotes for an algorithm is one of that algorithm's ratios in the speed table."""
-    opening = README.read_text().split("\n## ", 1)[0]
-    quoted = opening[opening.index("Measured on") :]
-    names = sorted(ALGORITHMS, key=quoted.find)
+def test_the_headline_gpu_figure_is_the_table_s():
+    """Get started's PPO Atari figure on an H100 and the time it gives for CleanRL's 10M steps."""
+    text = README.read_text()
+    started = section(text, "### On a GPU")
+    (row,) = [r for r in table_rows(section(text, "## Speed on a GPU")) if r["algorithm"].startswith("PPO Atari ")]
+    fast = row["fast `--compile --cudagraphs`"].split(" (")[0]
+    assert f"PPO Atari at {fast} steps/s" in started and "H100" in row["GPU"]
+    minutes = round(10_000_000 / number(fast) / 60)
+    assert f"10M steps take about {minutes} minutes" in started, minutes
+
+
+def test_every_get_started_form_keeps_the_two_command_promise():
+    """Each form: one command that installs and trains, one that installs the test requirements and runs the tests;
+    the versions it names are those the requirements admit, and the commands are valid shell."""
+    text = README.read_text()
+    requirements = (ROOT / "requirements" / "requirements.txt").read_text()
+    for form, torch, train in [("### On a GPU", "2.11.0", "--compile --cudagraphs"), ("### On a CPU", "2.13.0", "")]:
+        blocks = re.findall(r"```bash\n(.*?)```", section(text, form), flags=re.S)
+        commands = [line for block in blocks for line in block.splitlines() if line.strip()]
+        assert len(commands) == 2, (form, commands)
+        install, tests = commands
+        assert f"pip install torch=={torch}" in install and "-r requirements/requirements.txt" in install
+        assert install.split(" && ")[-1].startswith("python scripts/") and train in install
+        assert tests.startswith("pip install -r requirements/requirements-dev.txt && python -m pytest")
+        assert torch in requirements  # a tested version, in the range the requirements give
+        for command in commands:
+            subprocess.run(["bash", "-n", "-c", command], check=True)
+    assert "torch>=2.11,<2.14" in requirements
+
+
+def learning_page_rows():
+    page = ROOT / "doc" / "results" / "cpu-2core" / "learning.md"
+    return [r for r in table_rows(page.read_text()) if "file and flags" in r]
+
+
+def test_the_learning_table_is_the_learning_page_s():
+    """Each row: the learning page's final return for that file, flags and seed (mean ± std over the seeds where
+    several, as CleanRL counts: the sample std), and CleanRL's figure as the page gives it."""
+    rows = table_rows(section(README.read_text(), "## Learning at CleanRL's budgets"))
+    assert len(rows) >= 5
+    page = learning_page_rows()
+    for row in rows:
+        same = [r for r in page if r["file and flags"] == row["file and flags"]]
+        same = [r for r in same if r["algorithm, env, budget"].startswith(row["algorithm, env, budget"])]
+        assert same, row
+        assert all(r["CleanRL (mean ± std, 3 seeds)"].startswith(row["CleanRL"]) for r in same), row
+        exact = [r for r in same if r["seed"] == row["seeds"]]
+        if exact:
+            assert exact[0]["final"] == row["return"], (row, exact[0]["final"])
+            continue
+        finals = [number(r["final"]) for r in same if r["seed"] in row["seeds"].split(", ")]
+        assert len(finals) == len(row["seeds"].split(", ")) > 1, row
+        mean, std = statistics.mean(finals), statistics.stdev(finals)
+        assert row["return"] == f"{mean:,.0f} ± {std:,.0f}", (row, mean, std)
+
+
+def test_the_learning_prose_quotes_the_learning_page():
+    """Every figure in the learning section's prose (TD3's seed 1, PPO Atari's curve) is on the learning page."""
+    prose = "\n".join(line for line in section(README.read_text(), "## Learning at CleanRL's budgets").splitlines()
+                      if not line.startswith("|"))  # fmt: skip
+    page = (ROOT / "doc" / "results" / "cpu-2core" / "learning.md").read_text()
+    figures = re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", prose)
+    assert len(figures) >= 8
+    for figure in figures:
+        assert figure in page, f"the README's learning section says {figure}; the learning page does not"
+
+
+def test_the_roofline_figures_are_the_roofline_page_s():
+    text = README.read_text()
+    sentence = text[text.index("[roofline.md](doc/results/cpu-2core/roofline.md)") :].split("\n\n")[0]
+    page = (ROOT / "doc" / "results" / "cpu-2core" / "roofline.md").read_text()
+    said = re.findall(r"(\d+(?:-\d+)?)%", sentence)
+    assert len(said) == 3, sentence
+    for figure in said:
+        if "-" in figure:  # a range the page gives in words
+            assert f"{figure}%" in page, figure
+        else:  # the update-only fraction of the page's table, rounded
+            assert re.search(rf"\| {figure}\.\d% \|", page), figure
+
+
+def compile_runs_eager_on_a_cpu(stem):
+    """Whether the fast file's --compile runs it eager on a CPU (it says so in one warning)."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import {stem} as m; "
+        "m.check_fast_flags(m.Args(compile=True, cuda=False))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return "runs eager on a CPU" in proc.stderr
+
+
+def test_no_compile_cell_describes_code_that_does_not_run():
+    """A fast file whose --compile runs it eager on a CPU shows no --compile figure in the CPU table."""
     table = readme_speed_table()
-    said = 0
-    for name, after in zip(names, names[1:] + [None]):
-        start = quoted.index(name)
-        part = quoted[start : quoted.index(after, start) if after else None]
-        ratios = set(re.findall(r"(\d+\.\d+)x", " ".join(table[ALGORITHMS[name]].values())))
-        for ratio in re.findall(r"(\d+\.\d+)x", part):
-            assert ratio in ratios, f"the README's opening says {ratio}x for {name}; its table says {sorted(ratios)}"
-            said += 1
-    assert said >= len(ALGORITHMS)
+    for algorithm, cells in table.items():
+        eager = compile_runs_eager_on_a_cpu(f"{algorithm}_torchcompile")
+        cell = cells["fast `--compile`"]
+        assert (not re.search(r"\d", cell)) == eager, (algorithm, cell, eager)
 
 
 @functools.cache

@@ -907,7 +907,7 @@ def test_compile_modes_are_variants(tmp_path):
 
 def test_a_bare_run_sh_runs_nothing_and_says_what_all_would_run():
     """The full reproduction takes hours: with no option run.sh starts nothing, says what --all would run (how many
-    runs, at what budgets) and where the last published sitting is, and exits 2."""
+    runs, at what budgets) and where the last published benchmark is, and exits 2."""
     before = set((ROOT / "bench").glob("*")) if (ROOT / "bench").is_dir() else set()
     proc = run_sh(check=2)
     assert proc.stderr.startswith("run.sh: nothing run. With no options it would run the full reproduction: 60 runs")
