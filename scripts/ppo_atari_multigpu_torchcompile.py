@@ -501,9 +501,11 @@ def main(args: Args):
                 elif asked[0] and not log.stopping:
                     log.stopping = "interrupted"
             # DDP: every rank's random streams, gathered when a checkpoint is due, for rank 0's
-            ranks = [random_streams()] * world_size
-            if world_size > 1 and checkpoint_due(log, global_step):
-                dist.all_gather_object(ranks, random_streams())
+            ranks = None
+            if checkpoint_due(log, global_step):
+                ranks = [random_streams()] * world_size
+                if world_size > 1:
+                    dist.all_gather_object(ranks, random_streams())
             # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
             # (DDP: rank 0 writes it, with every rank's random streams)
             if log.checkpoint(global_step, learned, envs, iteration=iteration, ranks=ranks):
