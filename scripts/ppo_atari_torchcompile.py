@@ -1,18 +1,10 @@
 # PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
-import contextlib
-import csv
-import json
-import math
 import os
-import pathlib
 import random
-import signal
-import sys
-import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Literal
 
@@ -21,12 +13,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
-import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
 from torch.distributions.categorical import Categorical
 from torch.utils._pytree import tree_map_only
-from torch.utils.tensorboard import SummaryWriter
 
 # compile modes that capture CUDA graphs, and their stand-ins without CUDA
 GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -110,6 +100,28 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+
+
+class EpisodeTracker:
+    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
+    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
+
+    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
+    which equals envpool's `info["elapsed_step"]` at game over."""
+
+    def __init__(self, num_envs):
+        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
+        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, info, truncations, valid):
+        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
+        self.episode_returns += info["reward"]
+        self.episode_lengths += valid
+        game_over = info["terminated"].astype(bool) | truncations
+        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
+        self.episode_returns[game_over] = 0
+        self.episode_lengths[game_over] = 0
+        return finished
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -312,7 +324,11 @@ def explained_variance(values, returns, w):
 
 
 def main(args: Args):
-    log = start_run(args, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance")
+    run = start_run(  # Run: flags checked, the run folder (--resume: the resumed run's), metrics
+        args,
+        args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}",
+        "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance",
+    )
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
@@ -322,7 +338,7 @@ def main(args: Args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup: envpool 1.x returns gymnasium's 5-tuple and autoresets NEXT_STEP (the step after a done is a reset)
     envs = envpool.make(
@@ -344,7 +360,7 @@ def main(args: Args):
         agent = agent.to(memory_format=torch.channels_last)
     ppo = make_ppo(args, agent, device)
     # in place, so that the compiled / captured functions read the loaded weights
-    if args.eval_model:
+    if args.eval_model:  # Run: --eval-model's weights, in place
         load_model(args, "ppo_atari", agent)
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
@@ -373,14 +389,15 @@ def main(args: Args):
     next_obs, _ = envs.reset()
     next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
-    learned, first = vars(ppo), 1
+    learned = vars(ppo)  # Run: what a checkpoint keeps
+    first = 1
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = log.restore(learned, envs)
-    if saved:
+    saved = run.restore(learned, envs)  # Run: --resume
+    if saved:  # Run: the loop's values, from the checkpoint
         global_step, first = saved["log"]["step"], saved["iteration"] + 1
-    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for iteration in range(first, num_iterations + 1):
-            log.count_update(global_step)
+            run.count_update(global_step)  # Run: steps/s after the burn-in
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -407,7 +424,8 @@ def main(args: Args):
                 stage["terms"][step] = terminations
                 stage["dones"][step] = next_done
                 next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
-                log.episodes += tracker.step(info, truncations, step_valid)
+                finished = tracker.step(info, truncations, step_valid)  # full-game scores
+                run.episodes += finished  # Run:
 
             for k in host:
                 storage[k].copy_(host[k], non_blocking=True)
@@ -441,33 +459,52 @@ def main(args: Args):
                     break
 
             # Speed: all values in one transfer
-            if iteration % args.log_interval == 0 or iteration == num_iterations:
+            if iteration % args.log_interval == 0 or iteration == num_iterations:  # Run:
                 metrics = dict(
                     out,
                     clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
                     learning_rate=ppo.optimizer.param_groups[0]["lr"],
                     explained_variance=explained_variance(batch["values"], batch["returns"], batch["valid"]),
                 )
-                if log.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
+                if run.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
                     break
             # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if log.checkpoint(global_step, learned, envs, iteration=iteration):
+            if run.checkpoint(global_step, learned, envs, iteration=iteration):  # Run:
                 break
 
-    def act(obs):  # deterministic: the arg-max action
+    def act(obs):  # Run: for the evaluation, deterministic: the arg-max action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
         return ppo.policy(repeated)[3][:1].cpu().numpy()
 
-    status = log.finish(global_step, act, {"agent": "ppo_atari", "model": agent.state_dict()})
+    status = run.finish(  # Run: summary.json
+        global_step, act, {"agent": "ppo_atari", "model": agent.state_dict()}
+    )
     # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(stage=stage)
-    return state
+    state = dict(  # Run:
+        status=status, args=args, device=device, envs=envs, run=run, agent=agent, ppo=ppo, storage=storage
+    )
+    state.update(stage=stage)  # Run:
+    return state  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
 # Each definition that several files share is the same text in each; nothing above depends on the order below.
+
+import contextlib
+import csv
+import json
+import math
+import pathlib
+import signal
+import sys
+import time
+from dataclasses import asdict
+
+import tqdm
+from torch.utils.tensorboard import SummaryWriter
+
+
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
@@ -519,28 +556,6 @@ def check_fast_flags(args: Args):
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
-class EpisodeTracker:
-    """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
-    is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
-
-    The length counts the steps the agent acted in (the NEXT_STEP reset steps after a life loss are not counted),
-    which equals envpool's `info["elapsed_step"]` at game over."""
-
-    def __init__(self, num_envs):
-        self.episode_returns = np.zeros(num_envs, dtype=np.float64)
-        self.episode_lengths = np.zeros(num_envs, dtype=np.int64)
-
-    def step(self, info, truncations, valid):
-        """Add one step of the pool; returns [(score, length)] for the games that ended on it."""
-        self.episode_returns += info["reward"]
-        self.episode_lengths += valid
-        game_over = info["terminated"].astype(bool) | truncations
-        finished = [(self.episode_returns[i], self.episode_lengths[i]) for i in np.flatnonzero(game_over)]
-        self.episode_returns[game_over] = 0
-        self.episode_lengths[game_over] = 0
-        return finished
-
-
 def evaluate(args, act, video_dir=None):  # envpool renders no video
     """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
     their full-game scores, as in training (EpisodeTracker)."""
@@ -585,7 +600,7 @@ def set_env_state(envs, state, pending_resets=None):
     print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
 
 
-def start_run(args, columns):
+def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
@@ -593,7 +608,7 @@ def start_run(args, columns):
     saved = None
     if args.resume:
         saved = resume(args)
-    return RunLog(args, columns.split(), saved)
+    return Run(args, run_dir, columns.split(), saved)
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -602,11 +617,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:
+class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+    def __init__(self, args, run_dir, columns, saved=None):  # saved: --resume's checkpoint
         self.args, self.start, self.saved = args, time.time(), saved
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = so_far(None, 0)
@@ -616,14 +631,17 @@ class RunLog:
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.stopping = None, None, None
         self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        self.run_dir = run_dir
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
                 self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                    project=args.wandb_project_name,
+                    entity=args.wandb_entity,
+                    config=vars(args),
+                    name=os.path.basename(run_dir),
+                    save_code=True,
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
@@ -765,27 +783,27 @@ RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "ou
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-def ask_to_stop(log, signum, frame):
+def ask_to_stop(run, signum, frame):
     """Ctrl-C, SIGTERM (kill, Slurm's time limit) or SIGUSR1 (Slurm's warning before it): the loop stops at the end of
     its step or iteration, a checkpoint written first. At a second Ctrl-C, or during the evaluation: at once."""
-    again = log.stopping == "interrupted" and signum == signal.SIGINT
-    log.stopping = log.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
-    if again or log.evaluating:
+    again = run.stopping == "interrupted" and signum == signal.SIGINT
+    run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+    if again or run.evaluating:
         raise KeyboardInterrupt
 
 
-def so_far(log, global_step):
+def so_far(run, global_step):
     """The run up to global_step, as a checkpoint keeps it: its episodes, wall time, warm-up, and its steps and seconds
     after the burn-in of each part (a resumed run is made of parts, and each compiles and captures anew)."""
-    if log is None:  # a new run
+    if run is None:  # a new run
         return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
-    (steps, seconds), warmup = log.part["time"], log.part["warmup_s"]
-    if log.burnin_end:
-        warmup += log.burnin_end[0] - log.learning_start
-    if log.burnin_end and global_step > log.burnin_end[1]:
-        steps, seconds = steps + global_step - log.burnin_end[1], seconds + (log.end or time.time()) - log.burnin_end[0]
-    part = dict(step=global_step, episodes=log.episodes, resumes=log.resumes, time=[steps, seconds], warmup_s=warmup)
-    return dict(part, wall_s=log.part["wall_s"] + time.time() - log.start)
+    (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
+    if run.burnin_end:
+        warmup += run.burnin_end[0] - run.learning_start
+    if run.burnin_end and global_step > run.burnin_end[1]:
+        steps, seconds = steps + global_step - run.burnin_end[1], seconds + (run.end or time.time()) - run.burnin_end[0]
+    part = dict(step=global_step, episodes=run.episodes, resumes=run.resumes, time=[steps, seconds], warmup_s=warmup)
+    return dict(part, wall_s=run.part["wall_s"] + time.time() - run.start)
 
 
 def states(parts):
@@ -842,26 +860,26 @@ def load_states(parts, kept):
                     setattr(part, key, value)
 
 
-def checkpoint_due(log, global_step):
+def checkpoint_due(run, global_step):
     """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
-    interval = log.args.checkpoint_interval
-    return interval > 0 and (log.stopping is not None or global_step // interval > log.part["step"] // interval)
+    interval = run.args.checkpoint_interval
+    return interval > 0 and (run.stopping is not None or global_step // interval > run.part["step"] // interval)
 
 
-def save_checkpoint(log, global_step, **content):
+def save_checkpoint(run, global_step, **content):
     """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
     streams."""
-    content.update(log=so_far(log, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-    save(log, content, "checkpoint.pt")
-    log.part["step"] = global_step
+    content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+    save(run, content, "checkpoint.pt")
+    run.part["step"] = global_step
 
 
-def save(log, content, name):
+def save(run, content, name):
     """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
-    if log.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+    if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
         torch.cuda.synchronize()
-    path = os.path.join(log.run_dir, name)
-    torch.save(plain(dict(content, args=asdict(log.args))), f"{path}.tmp")
+    path = os.path.join(run.run_dir, name)
+    torch.save(plain(dict(content, args=asdict(run.args))), f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
 
 
@@ -935,5 +953,5 @@ def resume(args):
 
 
 if __name__ == "__main__":
-    run = main(tyro.cli(Args))
-    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))
+    state = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(state["status"], 0))

@@ -4,33 +4,23 @@
 # As in the baseline: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
 # its true final observation (see compute_gae), where CleanRL's code would be off by one step.
-import collections
-import contextlib
-import csv
-import json
 import math
 import os
-import pathlib
 import random
-import signal
-import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Literal
 
 import gymnasium as gym
-import mujoco
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
-import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
-from torch.utils.tensorboard import SummaryWriter
 
 # compile modes that capture CUDA graphs, and their stand-ins without CUDA
 GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -130,7 +120,8 @@ def make_env(env_id, idx, capture_video, video_dir, gamma):
         env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10).astype(np.float32), clipped)
         env = gym.wrappers.NormalizeReward(env, gamma=gamma)
         env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
-        return Snapshot(env)  # outermost: checkpoints reach every layer
+        env = Snapshot(env)  # Run: outermost, so that checkpoints reach every layer
+        return env
 
     return thunk
 
@@ -342,7 +333,11 @@ def make_ppo(args: Args, agent, device):
 
 
 def main(args: Args):
-    log = start_run(args, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance")
+    # the run folder: metrics, videos, saved model (--resume: the resumed run's)
+    run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run = start_run(  # Run: flags checked, metrics
+        args, run_dir, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance"
+    )
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
@@ -352,12 +347,12 @@ def main(args: Args):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
-    videos = os.path.join(log.run_dir, "videos")  # (--capture-video)
-    with envs_ignore_signals():
+    videos = os.path.join(run_dir, "videos")  # (--capture-video)
+    with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
             [
                 make_env(args.env_id, i, args.capture_video and not args.eval_episodes, videos, args.gamma)
@@ -370,9 +365,9 @@ def main(args: Args):
     agent = Agent(obs_dim, action_dim).to(device)
     ppo = make_ppo(args, agent, device)
     # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
-    obs_rms = None
+    obs_rms = None  # Run:
     # in place, so that the compiled / captured functions read the loaded weights
-    if args.eval_model:
+    if args.eval_model:  # Run: --eval-model's weights, in place
         # (checked in check_args)
         obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
 
@@ -396,15 +391,16 @@ def main(args: Args):
     next_obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
     # carried across iterations: the first row after a done is a reset
     next_done = np.zeros(args.num_envs, dtype=bool)
-    learned, first = vars(ppo), 1  # (states() keeps the agent and the optimizer of it)
+    learned = vars(ppo)  # Run: what a checkpoint keeps
+    first = 1
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = log.restore(learned, envs)
-    if saved:
+    saved = run.restore(learned, envs)  # Run: --resume
+    if saved:  # Run: the loop's values, from the checkpoint
         next_obs, next_done = saved["next_obs"].numpy(), saved["next_done"].numpy()
         global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
-    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for iteration in range(first, num_iterations + 1):
-            log.count_update(global_step)
+            run.count_update(global_step)  # Run: steps/s after the burn-in
             # Annealing the rate if instructed to do so.
             lrnow = args.learning_rate
             if args.anneal_lr:
@@ -430,8 +426,8 @@ def main(args: Args):
                 stage["terminations"][step] = termination
                 stage["dones"][step] = next_done
                 next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-                for i in np.flatnonzero(infos.get("_episode", [])):
-                    log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+                for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
+                    run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
             for k in storage:
                 storage[k].copy_(host[k], non_blocking=True)
@@ -457,41 +453,66 @@ def main(args: Args):
                     break
 
             # Speed: one read of the device per iteration, for logging (explained variance over the valid rows).
-            metrics = dict(
+            metrics = dict(  # Run:
                 out,
                 clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
                 learning_rate=lrnow,
                 explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
             )
-            if log.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
+            if run.row(global_step, metrics):  # Run: a row of metrics.csv
                 break
             # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            rms = envs.get_attr("obs_rms")[0]
-            obs_rms = {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+            rms = envs.get_attr("obs_rms")[0]  # Run: for the checkpoint and the saved model
+            obs_rms = {  # Run:
+                "mean": torch.tensor(rms.mean),
+                "var": torch.tensor(rms.var),
+                "count": float(rms.count),
+            }
             # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if log.checkpoint(
+            if run.checkpoint(  # Run:
                 global_step, learned, envs, next_obs=next_obs, next_done=next_done, iteration=iteration, obs_rms=obs_rms
             ):
                 break
 
     # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
-    def act(obs):
+    def act(obs):  # Run:
         normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
         normalized = np.clip(normalized, -10, 10).astype(np.float32)
         # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
         repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
         return ppo.policy(repeated)[1][:1].cpu().numpy()
 
-    model = {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms}
-    status = log.finish(global_step, act, model)
+    model = {  # Run: what model.pt keeps
+        "agent": "ppo_continuous_action",
+        "model": agent.state_dict(),
+        "obs_rms": obs_rms,
+    }
+    status = run.finish(global_step, act, model)  # Run: summary.json
     # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(status=status, args=args, device=device, envs=envs, log=log, agent=agent, ppo=ppo, storage=storage)
-    state.update(obs_rms=obs_rms)
-    return state
+    state = dict(  # Run:
+        status=status, args=args, device=device, envs=envs, run=run, agent=agent, ppo=ppo, storage=storage
+    )
+    state.update(obs_rms=obs_rms)  # Run:
+    return state  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
 # Each definition that several files share is the same text in each; nothing above depends on the order below.
+
+import collections
+import contextlib
+import csv
+import json
+import pathlib
+import signal
+import sys
+from dataclasses import asdict
+
+import mujoco
+import tqdm
+from torch.utils.tensorboard import SummaryWriter
+
+
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
@@ -715,7 +736,7 @@ def set_env_state(envs, state, pending_resets=None):
     env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
 
 
-def start_run(args, columns):
+def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
@@ -723,7 +744,7 @@ def start_run(args, columns):
     saved = None
     if args.resume:
         saved = resume(args)
-    return RunLog(args, columns.split(), saved)
+    return Run(args, run_dir, columns.split(), saved)
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -732,11 +753,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:
+class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+    def __init__(self, args, run_dir, columns, saved=None):  # saved: --resume's checkpoint
         self.args, self.start, self.saved = args, time.time(), saved
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = so_far(None, 0)
@@ -746,14 +767,17 @@ class RunLog:
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.stopping = None, None, None
         self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        self.run_dir = run_dir
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
                 self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                    project=args.wandb_project_name,
+                    entity=args.wandb_entity,
+                    config=vars(args),
+                    name=os.path.basename(run_dir),
+                    save_code=True,
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
@@ -895,27 +919,27 @@ RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "ou
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-def ask_to_stop(log, signum, frame):
+def ask_to_stop(run, signum, frame):
     """Ctrl-C, SIGTERM (kill, Slurm's time limit) or SIGUSR1 (Slurm's warning before it): the loop stops at the end of
     its step or iteration, a checkpoint written first. At a second Ctrl-C, or during the evaluation: at once."""
-    again = log.stopping == "interrupted" and signum == signal.SIGINT
-    log.stopping = log.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
-    if again or log.evaluating:
+    again = run.stopping == "interrupted" and signum == signal.SIGINT
+    run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+    if again or run.evaluating:
         raise KeyboardInterrupt
 
 
-def so_far(log, global_step):
+def so_far(run, global_step):
     """The run up to global_step, as a checkpoint keeps it: its episodes, wall time, warm-up, and its steps and seconds
     after the burn-in of each part (a resumed run is made of parts, and each compiles and captures anew)."""
-    if log is None:  # a new run
+    if run is None:  # a new run
         return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
-    (steps, seconds), warmup = log.part["time"], log.part["warmup_s"]
-    if log.burnin_end:
-        warmup += log.burnin_end[0] - log.learning_start
-    if log.burnin_end and global_step > log.burnin_end[1]:
-        steps, seconds = steps + global_step - log.burnin_end[1], seconds + (log.end or time.time()) - log.burnin_end[0]
-    part = dict(step=global_step, episodes=log.episodes, resumes=log.resumes, time=[steps, seconds], warmup_s=warmup)
-    return dict(part, wall_s=log.part["wall_s"] + time.time() - log.start)
+    (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
+    if run.burnin_end:
+        warmup += run.burnin_end[0] - run.learning_start
+    if run.burnin_end and global_step > run.burnin_end[1]:
+        steps, seconds = steps + global_step - run.burnin_end[1], seconds + (run.end or time.time()) - run.burnin_end[0]
+    part = dict(step=global_step, episodes=run.episodes, resumes=run.resumes, time=[steps, seconds], warmup_s=warmup)
+    return dict(part, wall_s=run.part["wall_s"] + time.time() - run.start)
 
 
 def states(parts):
@@ -972,26 +996,26 @@ def load_states(parts, kept):
                     setattr(part, key, value)
 
 
-def checkpoint_due(log, global_step):
+def checkpoint_due(run, global_step):
     """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
-    interval = log.args.checkpoint_interval
-    return interval > 0 and (log.stopping is not None or global_step // interval > log.part["step"] // interval)
+    interval = run.args.checkpoint_interval
+    return interval > 0 and (run.stopping is not None or global_step // interval > run.part["step"] // interval)
 
 
-def save_checkpoint(log, global_step, **content):
+def save_checkpoint(run, global_step, **content):
     """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
     streams."""
-    content.update(log=so_far(log, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-    save(log, content, "checkpoint.pt")
-    log.part["step"] = global_step
+    content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+    save(run, content, "checkpoint.pt")
+    run.part["step"] = global_step
 
 
-def save(log, content, name):
+def save(run, content, name):
     """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
-    if log.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+    if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
         torch.cuda.synchronize()
-    path = os.path.join(log.run_dir, name)
-    torch.save(plain(dict(content, args=asdict(log.args))), f"{path}.tmp")
+    path = os.path.join(run.run_dir, name)
+    torch.save(plain(dict(content, args=asdict(run.args))), f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
 
 
@@ -1065,5 +1089,5 @@ def resume(args):
 
 
 if __name__ == "__main__":
-    run = main(tyro.cli(Args))
-    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))
+    state = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(state["status"], 0))

@@ -1,34 +1,25 @@
 # SAC for continuous actions, the fast variant of sac_continuous_action.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
-import collections
 import contextlib
-import csv
-import json
 import math
 import os
-import pathlib
 import random
-import signal
-import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Literal
 
 import gymnasium as gym
-import mujoco
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-import tqdm
 import tyro
 from tensordict.nn import CudaGraphModule
 from torch.utils._pytree import tree_map_only
-from torch.utils.tensorboard import SummaryWriter
 
 # compile modes that capture CUDA graphs, and their stand-ins without CUDA
 GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
@@ -118,7 +109,8 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
         else:
             env = gym.make(env_id)
         env.action_space.seed(seed)
-        return Snapshot(env)  # outermost: checkpoints reach every layer
+        env = Snapshot(env)  # Run: outermost, so that checkpoints reach every layer
+        return env
 
     return thunk
 
@@ -373,19 +365,23 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 
 def main(args: Args):
-    log = start_run(args, "qf1_values qf2_values qf1_loss qf2_loss qf_loss actor_loss alpha alpha_loss")
+    # the run folder: metrics, videos, saved model (--resume: the resumed run's)
+    run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run = start_run(  # Run: flags checked, metrics
+        args, run_dir, "qf1_values qf2_values qf1_loss qf2_loss qf_loss actor_loss alpha alpha_loss"
+    )
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
-    device = torch.device("cuda" if args.cuda else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
     # the true final one in infos["final_obs"]
-    videos = os.path.join(log.run_dir, "videos")  # (--capture-video)
-    with envs_ignore_signals():
+    videos = os.path.join(run_dir, "videos")  # (--capture-video)
+    with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
             [
                 make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, videos)
@@ -397,20 +393,20 @@ def main(args: Args):
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     sac = make_sac(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
-    if args.eval_model:  # in place, so that compiled and captured functions read the loaded weights
+    if args.eval_model:  # Run: --eval-model's weights, in place
         load_model(args, "sac_continuous_action", sac.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     metrics, steps_done = {}, 0
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
-    learned = dict(vars(sac), rb=rb)  # (states() keeps the networks, optimizers and tensors of it)
+    learned = dict(vars(sac), rb=rb)  # Run: what a checkpoint keeps
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = log.restore(learned, envs)
-    if saved:
+    saved = run.restore(learned, envs)  # Run: --resume
+    if saved:  # Run: the loop's values, from the checkpoint
         obs, steps_done = saved["obs"].numpy(), saved["log"]["step"]
         metrics = saved["metrics"]  # the last update's values, logged until the next update
-    with log.until_stopped(envs):  # a second Ctrl-C or a dead env worker ends it; envs close
+    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for global_step in range(steps_done, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
             if global_step < args.learning_starts:
@@ -423,8 +419,8 @@ def main(args: Args):
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
             next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
-            for i in np.flatnonzero(infos.get("_episode", [])):
-                log.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+            for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
+                run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
             # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
             real_next_obs = next_obs.copy()
@@ -437,7 +433,7 @@ def main(args: Args):
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                log.count_update(global_step)
+                run.count_update(global_step)  # Run: steps/s after the burn-in
                 batch = rb.sample(args.batch_size)
                 metrics.update(sac.update_critic(batch))
                 if global_step % args.policy_frequency == 0:  # TD 3 Delayed update support
@@ -449,25 +445,41 @@ def main(args: Args):
                     sac.update_target()
 
             # Speed: the values are read (one sync) only on these steps
-            if steps_done % args.log_interval < args.num_envs:
-                if log.row(steps_done, metrics):  # a value is NaN or infinite: the run diverged
+            if steps_done % args.log_interval < args.num_envs:  # Run: a row of metrics.csv
+                if run.row(steps_done, metrics):  # a value is NaN or infinite: the run diverged
                     break
             # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if log.checkpoint(steps_done, learned, envs, obs=obs, metrics=metrics):
+            if run.checkpoint(steps_done, learned, envs, obs=obs, metrics=metrics):  # Run:
                 break
 
-    def act(obs):  # deterministic: the mean action
+    def act(obs):  # Run: for the evaluation, deterministic: the mean action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
         return sac.policy(obs)[1][:1].cpu().numpy()
 
-    status = log.finish(steps_done, act, {"agent": "sac_continuous_action", "model": sac.actor.state_dict()})
+    status = run.finish(  # Run: summary.json
+        steps_done, act, {"agent": "sac_continuous_action", "model": sac.actor.state_dict()}
+    )
     # What the run ends with: the exit code reads the status; tests read the rest.
-    return dict(status=status, args=args, device=device, envs=envs, log=log, rb=rb, sac=sac)
+    return dict(status=status, args=args, device=device, envs=envs, run=run, rb=rb, sac=sac)  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
 # Each definition that several files share is the same text in each; nothing above depends on the order below.
+
+import collections
+import csv
+import json
+import pathlib
+import signal
+import sys
+from dataclasses import asdict
+
+import mujoco
+import tqdm
+from torch.utils.tensorboard import SummaryWriter
+
+
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
@@ -681,7 +693,7 @@ def set_env_state(envs, state, pending_resets=None):
     env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
 
 
-def start_run(args, columns):
+def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
@@ -689,7 +701,7 @@ def start_run(args, columns):
     saved = None
     if args.resume:
         saved = resume(args)
-    return RunLog(args, columns.split(), saved)
+    return Run(args, run_dir, columns.split(), saved)
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -698,11 +710,11 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-class RunLog:
+class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, columns, saved=None):  # saved: --resume's checkpoint
+    def __init__(self, args, run_dir, columns, saved=None):  # saved: --resume's checkpoint
         self.args, self.start, self.saved = args, time.time(), saved
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = so_far(None, 0)
@@ -712,14 +724,17 @@ class RunLog:
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.stopping = None, None, None
         self.evaluating = False  # (a signal stops the evaluation at once)
-        name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(self.start)}"
-        self.run_dir = args.resume or os.path.join(args.output_dir, name)
+        self.run_dir = run_dir
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
                 self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                    project=args.wandb_project_name,
+                    entity=args.wandb_entity,
+                    config=vars(args),
+                    name=os.path.basename(run_dir),
+                    save_code=True,
                 )
             os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
@@ -861,27 +876,27 @@ RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "ou
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-def ask_to_stop(log, signum, frame):
+def ask_to_stop(run, signum, frame):
     """Ctrl-C, SIGTERM (kill, Slurm's time limit) or SIGUSR1 (Slurm's warning before it): the loop stops at the end of
     its step or iteration, a checkpoint written first. At a second Ctrl-C, or during the evaluation: at once."""
-    again = log.stopping == "interrupted" and signum == signal.SIGINT
-    log.stopping = log.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
-    if again or log.evaluating:
+    again = run.stopping == "interrupted" and signum == signal.SIGINT
+    run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+    if again or run.evaluating:
         raise KeyboardInterrupt
 
 
-def so_far(log, global_step):
+def so_far(run, global_step):
     """The run up to global_step, as a checkpoint keeps it: its episodes, wall time, warm-up, and its steps and seconds
     after the burn-in of each part (a resumed run is made of parts, and each compiles and captures anew)."""
-    if log is None:  # a new run
+    if run is None:  # a new run
         return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
-    (steps, seconds), warmup = log.part["time"], log.part["warmup_s"]
-    if log.burnin_end:
-        warmup += log.burnin_end[0] - log.learning_start
-    if log.burnin_end and global_step > log.burnin_end[1]:
-        steps, seconds = steps + global_step - log.burnin_end[1], seconds + (log.end or time.time()) - log.burnin_end[0]
-    part = dict(step=global_step, episodes=log.episodes, resumes=log.resumes, time=[steps, seconds], warmup_s=warmup)
-    return dict(part, wall_s=log.part["wall_s"] + time.time() - log.start)
+    (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
+    if run.burnin_end:
+        warmup += run.burnin_end[0] - run.learning_start
+    if run.burnin_end and global_step > run.burnin_end[1]:
+        steps, seconds = steps + global_step - run.burnin_end[1], seconds + (run.end or time.time()) - run.burnin_end[0]
+    part = dict(step=global_step, episodes=run.episodes, resumes=run.resumes, time=[steps, seconds], warmup_s=warmup)
+    return dict(part, wall_s=run.part["wall_s"] + time.time() - run.start)
 
 
 def states(parts):
@@ -938,26 +953,26 @@ def load_states(parts, kept):
                     setattr(part, key, value)
 
 
-def checkpoint_due(log, global_step):
+def checkpoint_due(run, global_step):
     """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
-    interval = log.args.checkpoint_interval
-    return interval > 0 and (log.stopping is not None or global_step // interval > log.part["step"] // interval)
+    interval = run.args.checkpoint_interval
+    return interval > 0 and (run.stopping is not None or global_step // interval > run.part["step"] // interval)
 
 
-def save_checkpoint(log, global_step, **content):
+def save_checkpoint(run, global_step, **content):
     """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
     streams."""
-    content.update(log=so_far(log, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-    save(log, content, "checkpoint.pt")
-    log.part["step"] = global_step
+    content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+    save(run, content, "checkpoint.pt")
+    run.part["step"] = global_step
 
 
-def save(log, content, name):
+def save(run, content, name):
     """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
-    if log.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+    if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
         torch.cuda.synchronize()
-    path = os.path.join(log.run_dir, name)
-    torch.save(plain(dict(content, args=asdict(log.args))), f"{path}.tmp")
+    path = os.path.join(run.run_dir, name)
+    torch.save(plain(dict(content, args=asdict(run.args))), f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
 
 
@@ -1031,5 +1046,5 @@ def resume(args):
 
 
 if __name__ == "__main__":
-    run = main(tyro.cli(Args))
-    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(run["status"], 0))
+    state = main(tyro.cli(Args))
+    sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(state["status"], 0))

@@ -31,6 +31,8 @@ QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, pa
     "test_gae_against_reference",
     "test_baseline_run",
     "test_fast_run",
+    "test_the_cut_of_a_small_file",
+    "test_the_stripped_file_passes_ruff",
 }
 
 

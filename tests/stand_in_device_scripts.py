@@ -188,13 +188,13 @@ def test_the_loop_reads_the_device_only_for_the_action_and_the_logs(script, tmp_
     module, args = prepare(script, *LOOPS[script], tmp_path=tmp_path, monkeypatch=monkeypatch)
     # what building reads once (Adam checks a tensor lr's value) is not the loop's
     calls = count_policy_calls(module, monkeypatch, lambda: 1, on_build=lambda: fake.reset_reads())
-    calls["rows"], row = 0, module.RunLog.row
+    calls["rows"], row = 0, module.Run.row
 
     def counted_row(*a, **kw):
         calls["rows"] += 1
         return row(*a, **kw)
 
-    monkeypatch.setattr(module.RunLog, "row", counted_row)
+    monkeypatch.setattr(module.Run, "row", counted_row)
     with FakeCuda() as fake:
         monkeypatch.setattr(module, "torch", torch_with_a_stand_in_cuda(fake))
         state = module.main(args)

@@ -95,7 +95,7 @@ def stored(state):
     params = {f"param.{k}": v for k, v in network.state_dict().items()}
     return {
         k: torch.as_tensor(np.asarray(v.cpu()) if isinstance(v, torch.Tensor) else v) for k, v in {**arrays, **params}.items()
-    }, list(map(tuple, np.asarray(state["log"].episodes, dtype=float)))
+    }, list(map(tuple, np.asarray(state["run"].episodes, dtype=float)))
 
 
 @pytest.mark.parametrize("script", FILES)

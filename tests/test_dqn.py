@@ -171,7 +171,7 @@ def test_fast_update_equals_cleanrl_update():
     # the target (tau 1: it becomes the online network) on global step 2 only
     args = base.Args(learning_starts=0, train_frequency=1, target_network_frequency=2, tau=1.0)
     names = dict(args=args, q_network=q_network, target_network=target_network, optimizer=optimizer)
-    names.update(log=SimpleNamespace(count_update=lambda global_step: None))
+    names.update(run=SimpleNamespace(count_update=lambda global_step: None))
     got, expected = [], []
     for i in range(3):
         torch.manual_seed(100 + i)

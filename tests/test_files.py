@@ -9,6 +9,7 @@ import re
 import tokenize
 
 import pytest
+from helpers.cut import strip
 from helpers.scripts import ROOT, SCRIPTS
 
 FILES = sorted(SCRIPTS.glob("*.py"))
@@ -27,7 +28,7 @@ VARIANTS = {
         core="ppo_atari_torchcompile",
         marker="DDP:",
         changed={"Args", "check_args", "main", "make_ppo"},  # make_ppo: the update holds the all_reduce
-        own={"QuietLog"},
+        own={"QuietRun"},
     ),
 }
 CORES = [p for p in STEMS if p not in VARIANTS]
@@ -36,15 +37,16 @@ GYM = [s for s in STEMS if s not in ATARI]
 FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]]
 # Definitions that several files share and that must be one text in every file that has them: (name, files), files
 # None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
-APPENDIX = ["start_run", "check", "RunLog", "RESUMABLE", "ask_to_stop", "so_far", "states", "first_rows", "load_states"]
+APPENDIX = ["start_run", "check", "Run", "RESUMABLE", "ask_to_stop", "so_far", "states", "first_rows", "load_states"]
 APPENDIX += ["checkpoint_due", "save_checkpoint", "save", "plain", "numpy_of", "random_streams", "set_random_streams"]
-APPENDIX += ["load_checkpoint", "resume", "load_model", "silence_v4_notices", "bf16_matmuls", "EpisodeTracker"]
+APPENDIX += ["load_checkpoint", "resume", "load_model", "silence_v4_notices", "bf16_matmuls"]
 SNAPSHOT = ["envs_ignore_signals", "Snapshot", "env_physics", "layer_state", "set_layer_state", "env_state", "set_env_state"]
 ONE_TEXT = [(name, STEMS) for name in ["__main__", *APPENDIX[:18]]]  # the shared appendix, in all twelve
 ONE_TEXT += [(name, None) for name in APPENDIX[18:]]
 ONE_TEXT += [(name, GYM) for name in SNAPSHOT]  # a gymnasium env's state, for checkpoints
 ONE_TEXT += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which cannot be saved
 ONE_TEXT += [(name, None) for name in ["GRAPH_MODES", "compiled", "adam_settings", "explained_variance", "layer_init"]]
+ONE_TEXT += [("EpisodeTracker", ATARI)]  # part 1's: CleanRL's full-game scores
 ONE_TEXT += [("check_fast_flags", FAST_PPO_DQN)]
 
 
@@ -174,8 +176,8 @@ def parts(path):
 
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read
-INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "load_model", "start_run", "RunLog"}
-INFRASTRUCTURE |= {"check", "QuietLog", *APPENDIX, *SNAPSHOT}
+INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "load_model", "start_run", "Run"}
+INFRASTRUCTURE |= {"check", "QuietRun", *APPENDIX, *SNAPSHOT}
 
 
 @pytest.mark.parametrize("path", FILES, ids=STEMS)
@@ -204,7 +206,7 @@ def test_main_reads_like_leanrl_s(path):
     text = ast.unparse(main)
     hidden = ["signal.signal", "set_env_state(", "env_state(envs)", "envs.close()"]
     if path.stem not in VARIANTS:  # (a variant's idea may spell out what its core calls in one line)
-        hidden += ["save_checkpoint(", "checkpoint_due(", "resume(args)", "RunLog(", "load_states("]
+        hidden += ["save_checkpoint(", "checkpoint_due(", "resume(args)", "Run(", "load_states("]
     assert not [h for h in hidden if h in text], [h for h in hidden if h in text]
 
 
@@ -247,14 +249,14 @@ def test_no_walrus_and_no_named_lambda_anywhere(path):
 
 
 def size_table():
-    """{file: (lines, part 1's lines, CleanRL's counterpart's lines or None, LeanRL's or None)} from the size table in
-    doc/sizes.md: the rows between its `<!-- sizes -->` and `<!-- /sizes -->` markers,
-    `| `scripts/x.py` | 712 | 380 | 353 | 403 |`."""
+    """{file: (lines, part 1's lines, the stripped file's lines or None, CleanRL's counterpart's lines or None, LeanRL's
+    or None)} from the size table in doc/sizes.md: the rows between its `<!-- sizes -->` and `<!-- /sizes -->` markers,
+    `| `scripts/x.py` | 712 | 380 | 320 | 353 (...) | 403 (...) |`."""
     text = (ROOT / "doc" / "sizes.md").read_text()
     block = text.split("<!-- sizes -->", 1)[1].split("<!-- /sizes -->", 1)[0]
     rows = {}
     for line in block.splitlines():
-        match = re.match(r"\|\s*`scripts/(\w+)\.py`\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|", line)
+        match = re.match(r"\|\s*`scripts/(\w+)\.py`\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|([^|]*)\|", line)
         if match:
             counts = [re.search(r"\d+", cell) for cell in match.groups()[3:]]
             rows[match[1]] = (int(match[2]), int(match[3]), *[int(c[0]) if c else None for c in counts])
@@ -264,7 +266,9 @@ def size_table():
 def test_the_size_table_is_true():
     rows = size_table()
     assert set(rows) == set(STEMS), set(rows) ^ set(STEMS)
-    for stem, (lines, part1, *_) in rows.items():
+    for stem, (lines, part1, stripped, *_) in rows.items():
         path = SCRIPTS / f"{stem}.py"
         assert lines == len(path.read_text().splitlines()), f"doc/sizes.md: {stem}.py has {lines} lines?"
         assert part1 == len(parts(path)[0]), f"doc/sizes.md: {stem}.py's part 1 has {part1} lines?"
+        expected = len(strip(path.read_text()).splitlines()) if stem in CORES else None
+        assert stripped == expected, f"doc/sizes.md: {stem}.py's stripped file has {stripped} lines?"

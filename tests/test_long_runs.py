@@ -144,13 +144,13 @@ def leaky_run(tmp_path, floats):
 
     def load_and_leak(script):
         module = load(script)
-        count_update = module.RunLog.count_update
+        count_update = module.Run.count_update
 
         def count_and_keep(self, global_step):
             kept.append(torch.ones(floats))
             return count_update(self, global_step)
 
-        module.RunLog.count_update = count_and_keep
+        module.Run.count_update = count_and_keep
         return module
 
     monkeypatch.setattr(helpers.in_process, "load_script", load_and_leak)

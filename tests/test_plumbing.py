@@ -191,7 +191,7 @@ def test_track_logs_cleanrls_keys_to_wandb(tmp_path, monkeypatch):
     init, rows = calls[0], calls[1:]
     assert (
         init["project"] == "p"
-        and init["name"] == pathlib.Path(state["log"].run_dir).name
+        and init["name"] == pathlib.Path(state["run"].run_dir).name
         and init["config"]["exp_name"] == "e"
     )
     assert [step for step, _ in rows] == list(range(50, 301, 50))

@@ -466,7 +466,7 @@ def test_the_real_loop_stores_known_rows_and_bootstraps_from_the_true_final_obs(
     assert [t for t, r in enumerate(rows["dones"]) if r[0]] == COUNTER_DONES
     assert [t for t, r in enumerate(rows["terminations"]) if r[0]] == [7]
     assert [t for t, r in enumerate(rows["valids"]) if not r[0]] == COUNTER_RESETS
-    assert state["log"].episodes == [(6.0, 3), (10.0, 4), (6.0, 3)]
+    assert state["run"].episodes == [(6.0, 3), (10.0, 4), (6.0, 3)]
     if script == FAST:
         assert seen["next_obs"] == [[3.0, 3.0]]  # the obs after the last step
 

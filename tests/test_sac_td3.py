@@ -180,7 +180,7 @@ def _baseline_steps(base, algo, nets, batch, n=3):
     rows = [o, a, no, r[:, None], d[:, None]]  # as the baseline's buffer samples them
     args = base.Args(learning_starts=0, policy_frequency=2 if algo == "sac" else 1)  # (SAC's targets: every step)
     names = dict(nets, args=args, rb=SimpleNamespace(sample=lambda batch_size: rows), device=torch.device("cpu"))
-    names.update(log=SimpleNamespace(count_update=lambda global_step: None), global_step=2)  # an update step, even
+    names.update(run=SimpleNamespace(count_update=lambda global_step: None), global_step=2)  # an update step, even
     if algo == "sac":
         names.update(alpha=nets["log_alpha"].exp().item(), target_entropy=-float(ACTION_DIM))
     else:

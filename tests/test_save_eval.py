@@ -164,7 +164,7 @@ def test_the_fast_policy_acts_with_the_loaded_weights(pair, tmp_path, monkeypatc
 def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
     flags = [*PAIRS[pair], "--save-model", "--eval-episodes", "1"]
     module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
-    row = module.RunLog.row
+    row = module.Run.row
 
     def row_then_ctrl_c(self, *a, **kw):  # Ctrl-C right after the first metrics row
         row(self, *a, **kw)
@@ -174,7 +174,7 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     if when == "training":
-        monkeypatch.setattr(module.RunLog, "row", row_then_ctrl_c)
+        monkeypatch.setattr(module.Run, "row", row_then_ctrl_c)
     else:
         monkeypatch.setattr(module, "evaluate", ctrl_c)
     assert module.main(args)["status"] == "interrupted"  # (run as a script: exit status 130, test_async_envs.py)

@@ -62,7 +62,7 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
 
     module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
     run = types.SimpleNamespace(module=module, state={}, rss=[], syncs=[], watching=False, calls={"policy": 0})
-    row, finish, count_update = module.RunLog.row, module.RunLog.finish, module.RunLog.count_update
+    row, finish, count_update = module.Run.row, module.Run.finish, module.Run.count_update
     if watch_syncs:  # count the policy calls made while the sync watch is on
         run.calls = count_policy_calls(module, monkeypatch, lambda: int(run.watching))
 
@@ -84,10 +84,10 @@ def run_in_process(script, *flags, tmp_path, monkeypatch, watch_syncs=False):
             torch.cuda.set_sync_debug_mode("warn")
             run.watching = True
 
-    monkeypatch.setattr(module.RunLog, "row", row_and_measure)
-    monkeypatch.setattr(module.RunLog, "finish", stop_watching_and_finish)
+    monkeypatch.setattr(module.Run, "row", row_and_measure)
+    monkeypatch.setattr(module.Run, "finish", stop_watching_and_finish)
     if watch_syncs:
-        monkeypatch.setattr(module.RunLog, "count_update", start_watching)
+        monkeypatch.setattr(module.Run, "count_update", start_watching)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
