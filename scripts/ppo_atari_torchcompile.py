@@ -595,7 +595,7 @@ def env_state(envs):
     return None
 
 
-def set_env_state(envs, state, pending_resets=None):
+def set_env_state(envs, state):
     """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
     print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
 
@@ -608,7 +608,7 @@ def start_run(args, run_dir, columns):
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, run_dir, columns.split(), saved)
+    return Run(args, saved).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -621,50 +621,49 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, run_dir, columns, saved=None):  # saved: --resume's checkpoint
+    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
         self.args, self.start, self.saved = args, time.time(), saved
         self.status = "finished"  # until the loop or the evaluation ends otherwise
-        self.part = so_far(None, 0)
-        if saved:
-            self.part = saved["log"]
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.part = saved["log"] if saved else so_far(None, 0)
+        self.episodes = [tuple(e) for e in self.part["episodes"]]
+        self.resumes = self.part["resumes"] + 1
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.stopping = None, None, None
         self.evaluating = False  # (a signal stops the evaluation at once)
-        self.run_dir = run_dir
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+
+    def open(self, run_dir, columns):
+        """The run folder with its metrics.csv (these columns), TensorBoard, wandb (--track) and the progress bar."""
+        self.run_dir, args = run_dir, self.args
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
+                name = os.path.basename(run_dir)
                 self.wandb = wandb.init(
-                    project=args.wandb_project_name,
-                    entity=args.wandb_entity,
-                    config=vars(args),
-                    name=os.path.basename(run_dir),
-                    save_code=True,
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+            os.makedirs(run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+        self.csv = csv.DictWriter(open(os.path.join(run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not self.saved:  # (a resumed run's: resume() cut them back to its checkpoint)
             self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        self.writer = SummaryWriter(run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+        return self
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
         has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
         if self.saved:
             load_states(learned, self.saved["learned"])
-            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
-            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
         return self.saved
 
@@ -679,23 +678,15 @@ class Run:
 
     @contextlib.contextmanager
     def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
-        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs), as a failure,
+        which keeps what ran. Then the envs close."""
         try:
             yield
         except KeyboardInterrupt:
             self.status = "interrupted"
-        except (EOFError, ConnectionError) as e:
+        except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
             self.status = "failed"
-            if envs is not None:  # a worker was killed or ran out of memory
-                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-            elif self.stopping:
-                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
-                self.status = self.stopping
-            else:  # (the runner's error is printed above)
-                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
-        if envs is None:  # (Ray's runners are closed by the runners)
-            return
+            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
         # the other workers are ended directly (they ignore SIGTERM)
         try:
@@ -758,8 +749,7 @@ class Run:
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
         summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
         summary["status"] = "evaluated" if evals and args.eval_model else status

@@ -597,18 +597,8 @@ def envs_ignore_signals():
 
 class Snapshot(gym.Wrapper):
     """Checkpoints: the env's whole state, kept and put back through the vector env's get_attr / set_attr("snapshot"),
-    here or in an --async-envs worker: every layer's counters, statistics and random streams, and the simulator's
-    (MuJoCo's physics through mj_getState: pickling a MuJoCo env rebuilds it instead, and steps otherwise)."""
-
-    # put back on a NEXT_STEP reset row: the next step() is the reset the vector env would have made
-    pending_reset = False
-
-    def step(self, action):
-        if not self.pending_reset:
-            return self.env.step(action)
-        self.pending_reset = False
-        obs, info = self.env.reset()
-        return obs, 0.0, False, False, info
+    here or in an --async-envs worker: every layer's counters, statistics and random streams,
+    MuJoCo: and the simulator's physics (mj_getState: pickling a MuJoCo env rebuilds it, and steps otherwise)."""
 
     @property
     def snapshot(self):
@@ -616,7 +606,7 @@ class Snapshot(gym.Wrapper):
         while isinstance(env, gym.Env) and not isinstance(env, gym.wrappers.RecordVideo):
             layers.append(layer_state(env))
             env = getattr(env, "env", None)
-        physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION
+        physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION  # MuJoCo:
         if physics is not None:  # positions, velocities, warm start...: what the next steps use
             state = np.zeros(mujoco.mj_stateSize(physics[0], spec))
             mujoco.mj_getState(*physics, state, spec)
@@ -629,9 +619,8 @@ class Snapshot(gym.Wrapper):
         for layer in state["layers"]:
             set_layer_state(env, layer)
             env = getattr(env, "env", None)
-        if state["physics"] is not None:
+        if state["physics"] is not None:  # MuJoCo:
             mujoco.mj_setState(*env_physics(self.unwrapped), state["physics"], mujoco.mjtState.mjSTATE_INTEGRATION)
-        self.pending_reset = state["pending_reset"]
 
 
 def env_physics(env):  # a MuJoCo env's (model, data), None for another env
@@ -680,17 +669,14 @@ def env_state(envs):
     return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
 
 
-def set_env_state(envs, state, pending_resets=None):
-    """Put the state back on envs made and reset as the run made them; pending_resets: the envs whose next step is a
-    NEXT_STEP reset (PPO's next_done; None: none)."""
-    if pending_resets is None:
-        pending_resets = np.zeros(len(state["envs"]))
+def set_env_state(envs, state):
+    """Put the state back on envs made and reset as the run made them."""
     env = envs
     for layer in state["layers"]:
         set_layer_state(env, layer)
         env = env.env
     envs.single_action_space.np_random.bit_generator.state = state["action_space"]
-    env.set_attr("snapshot", [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)])
+    env.set_attr("snapshot", state["envs"])
 
 
 def start_run(args, run_dir, columns):
@@ -701,7 +687,7 @@ def start_run(args, run_dir, columns):
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, run_dir, columns.split(), saved)
+    return Run(args, saved).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -714,50 +700,49 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, run_dir, columns, saved=None):  # saved: --resume's checkpoint
+    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
         self.args, self.start, self.saved = args, time.time(), saved
         self.status = "finished"  # until the loop or the evaluation ends otherwise
-        self.part = so_far(None, 0)
-        if saved:
-            self.part = saved["log"]
-        self.episodes, self.resumes = [tuple(e) for e in self.part["episodes"]], self.part["resumes"] + 1
+        self.part = saved["log"] if saved else so_far(None, 0)
+        self.episodes = [tuple(e) for e in self.part["episodes"]]
+        self.resumes = self.part["resumes"] + 1
         self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
         self.end, self.wandb, self.stopping = None, None, None
         self.evaluating = False  # (a signal stops the evaluation at once)
-        self.run_dir = run_dir
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+
+    def open(self, run_dir, columns):
+        """The run folder with its metrics.csv (these columns), TensorBoard, wandb (--track) and the progress bar."""
+        self.run_dir, args = run_dir, self.args
         try:  # what can fail here is --track's wandb or the folder
             if args.track:
                 import wandb
 
+                name = os.path.basename(run_dir)
                 self.wandb = wandb.init(
-                    project=args.wandb_project_name,
-                    entity=args.wandb_entity,
-                    config=vars(args),
-                    name=os.path.basename(run_dir),
-                    save_code=True,
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(self.run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+            os.makedirs(run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
         columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(self.run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+        self.csv = csv.DictWriter(open(os.path.join(run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not self.saved:  # (a resumed run's: resume() cut them back to its checkpoint)
             self.csv.writeheader()
-        self.writer = SummaryWriter(self.run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        self.writer = SummaryWriter(run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+        return self
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
         has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
         if self.saved:
             load_states(learned, self.saved["learned"])
-            # PPO's next_done: the envs whose next step is a NEXT_STEP reset (none for SAME_STEP envs)
-            set_env_state(envs, self.saved["envs"], self.saved.get("next_done"))
+            set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
         return self.saved
 
@@ -772,23 +757,15 @@ class Run:
 
     @contextlib.contextmanager
     def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs) or Ray runner
-        (--env-runners, envs None), as a failure, which keeps what ran. Then the envs close."""
+        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs), as a failure,
+        which keeps what ran. Then the envs close."""
         try:
             yield
         except KeyboardInterrupt:
             self.status = "interrupted"
-        except (EOFError, ConnectionError) as e:
+        except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
             self.status = "failed"
-            if envs is not None:  # a worker was killed or ran out of memory
-                print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-            elif self.stopping:
-                # a run stopping with its Ray cluster stops as asked, its last checkpoint kept
-                self.status = self.stopping
-            else:  # (the runner's error is printed above)
-                print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
-        if envs is None:  # (Ray's runners are closed by the runners)
-            return
+            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
         # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
         # the other workers are ended directly (they ignore SIGTERM)
         try:
@@ -851,8 +828,7 @@ class Run:
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=world_size)
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
         summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
         summary["status"] = "evaluated" if evals and args.eval_model else status
