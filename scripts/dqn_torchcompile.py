@@ -299,7 +299,7 @@ def main(args: Args):
 
     dqn = make_dqn(args, obs_dim, n_actions, device)
     if args.eval_model:  # Run: --eval-model's weights, in place
-        load_model(args, "dqn", dqn.q_network)
+        dqn.q_network.load_state_dict(run.model["model"])
     metrics, steps_done = {}, 0
 
     # TRY NOT TO MODIFY: start the game
@@ -402,29 +402,36 @@ def check_args(args: Args):
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
-    if args.eval_model:  # evaluation only: no training
-        load_model(args, "dqn")  # a bad file ends the run here, before any work
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     check_fast_flags(args)  # (its warnings after every error above)
+    return check_run_flags(args, "dqn")
+
+
+def check_run_flags(args, agent):
+    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
+    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
     if args.resume and args.eval_model:
         sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
+    model = None
+    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
+        model = load_model(args, agent)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    return model
 
 
 def check_fast_flags(args: Args):
     """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and args.cudagraphs:
+    if not cuda and args.cudagraphs:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:
+    if not cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
@@ -444,15 +451,13 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-def load_model(args, agent, module=None):
+def load_model(args, agent):
     """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    so a bad file leaves no run folder)."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
             raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
         return saved
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -547,11 +552,11 @@ def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
-    check_args(args)
+    model = check_args(args)
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, saved).open(run_dir, columns.split())
+    return Run(args, saved, model).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -564,8 +569,9 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
-        self.args, self.start, self.saved = args, time.time(), saved
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.start = args, time.time()
+        self.saved, self.model = saved, model
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = saved["log"] if saved else so_far(None, 0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]

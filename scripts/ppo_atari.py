@@ -195,7 +195,7 @@ def main(args: Args):
     agent = Agent(envs.single_action_space.n).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     if args.eval_model:  # Run: --eval-model's weights, in place
-        load_model(args, "ppo_atari", agent)
+        agent.load_state_dict(run.model["model"])
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape).to(device)
@@ -408,16 +408,22 @@ def check_args(args: Args):
         sys.exit(
             "error: --async-envs: envpool steps the envs in threads of its own already; set how many with --envpool-threads"
         )
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        load_model(args, "ppo_atari")  # a bad file ends the run here, before any work
+    return check_run_flags(args, "ppo_atari")
+
+
+def check_run_flags(args, agent):
+    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
+    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    model = None
+    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
+        model = load_model(args, agent)
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
-    if args.resume and args.eval_model:
-        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
+    return model
 
 
 def evaluate(args, act, video_dir=None):  # envpool renders no video
@@ -439,15 +445,13 @@ def evaluate(args, act, video_dir=None):  # envpool renders no video
     return returns
 
 
-def load_model(args, agent, module=None):
+def load_model(args, agent):
     """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    so a bad file leaves no run folder)."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
             raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
         return saved
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -468,11 +472,11 @@ def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
-    check_args(args)
+    model = check_args(args)
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, saved).open(run_dir, columns.split())
+    return Run(args, saved, model).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -485,8 +489,9 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
-        self.args, self.start, self.saved = args, time.time(), saved
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.start = args, time.time()
+        self.saved, self.model = saved, model
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = saved["log"] if saved else so_far(None, 0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]

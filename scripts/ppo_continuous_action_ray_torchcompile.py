@@ -549,13 +549,13 @@ class Runners:
 
 def main(args: Args):
     # Runners: start_run's steps, with Ray joined before the run folder is made (too few CPUs: none made)
-    check_args(args)  # Run: (Runners: start_run's steps, below)
+    model = check_args(args)  # Run: (Runners: start_run's steps, below)
     saved = resume(args) if args.resume else None  # Run:
     runners = Runners(args)
     columns = "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance"
     # the run folder: metrics, videos, saved model (--resume: the resumed run's)
     run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run = Run(args, saved).open(run_dir, columns.split())  # Run: (Runners: as start_run makes it)
+    run = Run(args, saved, model).open(run_dir, columns.split())  # Run: (Runners: as start_run)
     batch_size = int(args.num_envs * args.num_steps)
     minibatch_size = int(batch_size // args.num_minibatches)
     num_iterations = args.total_timesteps // batch_size
@@ -579,8 +579,8 @@ def main(args: Args):
     obs_rms = None  # Run:
     # in place, so that the compiled / captured functions read the loaded weights
     if args.eval_model:  # Run: --eval-model's weights, in place
-        # (checked in check_args)
-        obs_rms = load_model(args, "ppo_continuous_action", agent)["obs_rms"]
+        agent.load_state_dict(run.model["model"])
+        obs_rms = run.model["obs_rms"]  # (check_args checked them)
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
     # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
@@ -742,9 +742,12 @@ def check_args(args: Args):
             f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
             " into equal minibatches of 2 rows or more"
         )
-    if args.eval_model:  # evaluation only: no training (0 iterations)
-        # a bad file ends the run here, before any work; useless without its observation statistics (CleanRL #425)
-        obs_rms = load_model(args, "ppo_continuous_action").get("obs_rms")
+    # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
+    check_runners(args)
+    check_fast_flags(args)  # (its warnings after every error above)
+    model = check_run_flags(args, "ppo_continuous_action")
+    if model:  # useless without its observation statistics (CleanRL #425)
+        obs_rms = model.get("obs_rms")
         obs_dim = int(np.prod(gym.make(args.env_id).observation_space.shape))
         stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
         stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
@@ -752,17 +755,25 @@ def check_args(args: Args):
             sys.exit(
                 f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
             )
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
-    check_runners(args)
-    check_fast_flags(args)  # (its warnings after every error above)
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        # no display: MuJoCo renders offscreen through EGL
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    return model
+
+
+def check_run_flags(args, agent):
+    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
+    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
     if args.resume and args.eval_model:
         sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
+    model = None
+    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
+        model = load_model(args, agent)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    # MuJoCo: without a display, the videos render offscreen through EGL
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    return model
 
 
 def check_runners(args: Args):
@@ -788,17 +799,15 @@ def check_runners(args: Args):
 
 def check_fast_flags(args: Args):
     """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and args.cudagraphs:
+    if not cuda and args.cudagraphs:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not args.cuda and args.compile_mode in GRAPH_MODES:
+    if not cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
@@ -833,15 +842,13 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-def load_model(args, agent, module=None):
+def load_model(args, agent):
     """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    so a bad file leaves no run folder)."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
             raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
         return saved
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -961,11 +968,11 @@ def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
-    check_args(args)
+    model = check_args(args)
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, saved).open(run_dir, columns.split())
+    return Run(args, saved, model).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -978,8 +985,9 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
-        self.args, self.start, self.saved = args, time.time(), saved
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.start = args, time.time()
+        self.saved, self.model = saved, model
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = saved["log"] if saved else so_far(None, 0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]

@@ -189,7 +189,7 @@ def main(args: Args):
     actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate)
 
     if args.eval_model:  # Run: --eval-model's weights, in place
-        load_model(args, "td3_continuous_action", actor)
+        actor.load_state_dict(run.model["model"])
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     actor_loss, steps_done = None, 0
 
@@ -335,19 +335,27 @@ def check_args(args: Args):
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
-    if args.eval_model:  # evaluation only: no training, no replay memory
-        load_model(args, "td3_continuous_action")  # a bad file ends the run here, before any work
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.eval_model:  # evaluation only: no replay memory to fill
+        args.buffer_size = args.batch_size
+    return check_run_flags(args, "td3_continuous_action")
+
+
+def check_run_flags(args, agent):
+    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
+    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    model = None
+    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
+        model = load_model(args, agent)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
         args.cuda = False
+    # MuJoCo: without a display, the videos render offscreen through EGL
     if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        # no display: MuJoCo renders offscreen through EGL
         os.environ.setdefault("MUJOCO_GL", "egl")
-    if args.resume and args.eval_model:
-        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
+    return model
 
 
 def silence_v4_notices():
@@ -377,15 +385,13 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-def load_model(args, agent, module=None):
+def load_model(args, agent):
     """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    so a bad file leaves no run folder)."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
             raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
         return saved
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -492,11 +498,11 @@ def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
-    check_args(args)
+    model = check_args(args)
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, saved).open(run_dir, columns.split())
+    return Run(args, saved, model).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -509,8 +515,9 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
-        self.args, self.start, self.saved = args, time.time(), saved
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.start = args, time.time()
+        self.saved, self.model = saved, model
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = saved["log"] if saved else so_far(None, 0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]

@@ -335,7 +335,7 @@ def main(args: Args):
 
     td3 = make_td3(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
     if args.eval_model:  # Run: --eval-model's weights, in place
-        load_model(args, "td3_continuous_action", td3.actor)
+        td3.actor.load_state_dict(run.model["model"])
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     metrics, steps_done = {}, 0
 
@@ -437,37 +437,46 @@ def check_args(args: Args):
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
-    if args.eval_model:  # evaluation only: no training, no replay memory
-        load_model(args, "td3_continuous_action")  # a bad file ends the run here, before any work
-        args.total_timesteps, args.buffer_size, args.eval_episodes = 0, args.batch_size, args.eval_episodes or 10
+    if args.eval_model:  # evaluation only: no replay memory to fill
+        args.buffer_size = args.batch_size
     check_fast_flags(args)  # (its warnings after every error above)
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        # no display: MuJoCo renders offscreen through EGL
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    return check_run_flags(args, "td3_continuous_action")
+
+
+def check_run_flags(args, agent):
+    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
+    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
     if args.resume and args.eval_model:
         sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    if args.resume:  # a checkpoint this run cannot go on from is refused here, before any work
-        load_checkpoint(args)
+    model = None
+    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
+        model = load_model(args, agent)
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    # MuJoCo: without a display, the videos render offscreen through EGL
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    return model
 
 
 def check_fast_flags(args: Args):
     """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    if not args.cuda and args.cudagraphs:
+    if not cuda and args.cudagraphs:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not args.cuda and args.compile:  # (make_td3 says why)
+    if not cuda and args.compile:  # (make_td3 says why)
         print("warning: --compile: TD3 runs eager on a CPU, where compiled it was slower (doc/tricks.md)", file=sys.stderr)
-    if args.precision == "bf16" and not bf16_matmuls(args.cuda):
-        where = "GPU" if args.cuda else "CPU (it needs AVX512-BF16 or AMX)"
+    if args.precision == "bf16" and not bf16_matmuls(cuda):
+        where = "GPU" if cuda else "CPU (it needs AVX512-BF16 or AMX)"
         sys.exit(f"error: --precision bf16: this {where} has no native bf16 matmuls: emulated, they are slower than fp32")
-    if not args.cuda and args.compile_mode in GRAPH_MODES:
+    if not cuda and args.compile_mode in GRAPH_MODES:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
@@ -507,15 +516,13 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-def load_model(args, agent, module=None):
+def load_model(args, agent):
     """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder), loaded into `module` in place when one is given; the whole file."""
+    so a bad file leaves no run folder)."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
             raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        if module is not None:
-            module.load_state_dict(saved["model"])
         return saved
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -622,11 +629,11 @@ def start_run(args, run_dir, columns):
     """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
     metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
     caught (ask_to_stop)."""
-    check_args(args)
+    model = check_args(args)
     saved = None
     if args.resume:
         saved = resume(args)
-    return Run(args, saved).open(run_dir, columns.split())
+    return Run(args, saved, model).open(run_dir, columns.split())
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
@@ -639,8 +646,9 @@ class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
     run ends (status: finished, diverged, interrupted, terminated, failed)."""
 
-    def __init__(self, args, saved=None):  # saved: --resume's checkpoint
-        self.args, self.start, self.saved = args, time.time(), saved
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.start = args, time.time()
+        self.saved, self.model = saved, model
         self.status = "finished"  # until the loop or the evaluation ends otherwise
         self.part = saved["log"] if saved else so_far(None, 0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]
