@@ -97,21 +97,28 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 class ReplayBuffer:
-    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+    """A plain replay buffer in numpy, in place of the library buffer CleanRL imports."""
 
     def __init__(self, size, obs_dim, device):
-        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.size = size
+        self.device = device
+        self.pos = 0
+        self.full = False
         self.observations = np.zeros((size, obs_dim), dtype=np.float32)
         self.next_observations = np.zeros((size, obs_dim), dtype=np.float32)
         self.actions = np.zeros((size, 1), dtype=np.int64)
-        self.rewards, self.dones = np.zeros((size,), dtype=np.float32), np.zeros((size,), dtype=np.float32)
+        self.rewards = np.zeros((size,), dtype=np.float32)
+        self.dones = np.zeros((size,), dtype=np.float32)
 
     def add(self, obs, next_obs, actions, rewards, terminations):
         rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
-        self.observations[rows], self.next_observations[rows], self.actions[rows, 0] = obs, next_obs, actions
-        # only a termination stops the bootstrap
-        self.rewards[rows], self.dones[rows] = rewards, terminations
-        self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
+        self.observations[rows] = obs
+        self.next_observations[rows] = next_obs
+        self.actions[rows, 0] = actions
+        self.rewards[rows] = rewards
+        self.dones[rows] = terminations  # only a termination stops the bootstrap
+        self.full = self.full or self.pos + len(obs) >= self.size  # before pos moves on
+        self.pos = (self.pos + len(obs)) % self.size
 
     def sample(self, batch_size):
         idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
@@ -166,7 +173,8 @@ def main(args: Args):
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    n_actions = int(envs.single_action_space.n)
 
     q_network = QNetwork(obs_dim, n_actions).to(device)
     optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)

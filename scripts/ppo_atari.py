@@ -218,7 +218,8 @@ def main(args: Args):
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
-        global_step, first = saved["log"]["step"], saved["iteration"] + 1
+        global_step = saved["log"]["step"]
+        first = saved["iteration"] + 1
     with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for iteration in range(first, num_iterations + 1):
             run.count_update(global_step)  # Run: steps/s after the burn-in
@@ -332,7 +333,7 @@ def main(args: Args):
                 y_pred = b_values.cpu().numpy()[valid_rows]
                 y_true = b_returns.cpu().numpy()[valid_rows]
                 var_y = np.var(y_true)
-                # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+                # no variance to explain: 0 (CleanRL logs nan, which would read as a diverged run)
                 explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
                 metrics = dict(
                     learning_rate=optimizer.param_groups[0]["lr"],

@@ -195,7 +195,8 @@ def main(args: Args):
             ],
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
         )
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
 
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -226,8 +227,11 @@ def main(args: Args):
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
-        next_obs, next_done = saved["next_obs"].to(device), saved["next_done"].numpy()
-        global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
+        next_obs = saved["next_obs"].to(device)
+        next_done = saved["next_done"].numpy()
+        global_step = saved["log"]["step"]
+        first = saved["iteration"] + 1
+        obs_rms = saved["obs_rms"]
     with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for iteration in range(first, num_iterations + 1):
             run.count_update(global_step)  # Run: steps/s after the burn-in
@@ -335,7 +339,7 @@ def main(args: Args):
             y_pred = b_values.cpu().numpy()[valid_rows]  # Run:
             y_true = b_returns.cpu().numpy()[valid_rows]  # Run:
             var_y = np.var(y_true)  # Run:
-            # no variance to explain: 0 (sklearn's convention; CleanRL logs nan, which would read as diverged)
+            # no variance to explain: 0 (CleanRL logs nan, which would read as a diverged run)
             explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y  # Run:
             metrics = dict(  # Run:
                 learning_rate=optimizer.param_groups[0]["lr"],

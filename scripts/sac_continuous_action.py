@@ -97,10 +97,13 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 class ReplayBuffer:
-    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+    """A plain replay buffer in numpy, in place of the library buffer CleanRL imports."""
 
     def __init__(self, size, obs_dim, action_dim, device):
-        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.size = size
+        self.device = device
+        self.pos = 0
+        self.full = False
         # observations, actions, next observations, rewards, terminations (a truncation never stops the bootstrap)
         self.columns = [np.zeros((size, n), np.float32) for n in (obs_dim, action_dim, obs_dim, 1, 1)]
 
@@ -108,7 +111,8 @@ class ReplayBuffer:
         rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
         for column, values in zip(self.columns, (obs, actions, next_obs, rewards[:, None], terminations[:, None])):
             column[rows] = values
-        self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
+        self.full = self.full or self.pos + len(obs) >= self.size  # before pos moves on
+        self.pos = (self.pos + len(obs)) % self.size
 
     def sample(self, batch_size):  # observations, actions, next observations, rewards, dones
         idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
@@ -199,7 +203,8 @@ def main(args: Args):
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
 
     actor = Actor(obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high).to(device)
     qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
@@ -223,7 +228,9 @@ def main(args: Args):
         alpha = args.alpha
 
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    steps_done, actor_loss, alpha_loss = 0, None, None
+    steps_done = 0
+    actor_loss = None
+    alpha_loss = None
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
@@ -236,7 +243,8 @@ def main(args: Args):
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
-        obs, steps_done = saved["obs"].numpy(), saved["log"]["step"]
+        obs = saved["obs"].numpy()
+        steps_done = saved["log"]["step"]
         actor_loss, alpha_loss = saved["losses"]  # logged until the next actor update
         alpha = log_alpha.exp().item() if args.autotune else alpha
     with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
@@ -250,7 +258,8 @@ def main(args: Args):
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
+            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            steps_done = global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 

@@ -95,10 +95,13 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 class ReplayBuffer:
-    """A plain replay buffer in numpy (CleanRL used stable-baselines3's; we need nothing else from it)."""
+    """A plain replay buffer in numpy, in place of the library buffer CleanRL imports."""
 
     def __init__(self, size, obs_dim, action_dim, device):
-        self.size, self.device, self.pos, self.full = size, device, 0, False
+        self.size = size
+        self.device = device
+        self.pos = 0
+        self.full = False
         # observations, actions, next observations, rewards, terminations (a truncation never stops the bootstrap)
         self.columns = [np.zeros((size, n), np.float32) for n in (obs_dim, action_dim, obs_dim, 1, 1)]
 
@@ -106,7 +109,8 @@ class ReplayBuffer:
         rows = (self.pos + np.arange(len(obs))) % self.size  # one row per environment
         for column, values in zip(self.columns, (obs, actions, next_obs, rewards[:, None], terminations[:, None])):
             column[rows] = values
-        self.full, self.pos = self.full or self.pos + len(obs) >= self.size, (self.pos + len(obs)) % self.size
+        self.full = self.full or self.pos + len(obs) >= self.size  # before pos moves on
+        self.pos = (self.pos + len(obs)) % self.size
 
     def sample(self, batch_size):  # observations, actions, next observations, rewards, dones
         idx = np.random.randint(0, self.size if self.full else self.pos, size=batch_size)
@@ -172,7 +176,8 @@ def main(args: Args):
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
-    obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    action_dim = int(np.prod(envs.single_action_space.shape))
     action_low = torch.tensor(envs.single_action_space.low, dtype=torch.float32, device=device)
     action_high = torch.tensor(envs.single_action_space.high, dtype=torch.float32, device=device)
 
@@ -191,7 +196,8 @@ def main(args: Args):
     if args.eval_model:  # Run: --eval-model's weights, in place
         actor.load_state_dict(run.model["model"])
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    actor_loss, steps_done = None, 0
+    actor_loss = None
+    steps_done = 0
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
@@ -202,7 +208,8 @@ def main(args: Args):
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
-        obs, steps_done = saved["obs"].numpy(), saved["log"]["step"]
+        obs = saved["obs"].numpy()
+        steps_done = saved["log"]["step"]
         actor_loss = saved["actor_loss"]  # the last one, logged until the next actor update
     with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for global_step in range(steps_done, args.total_timesteps, args.num_envs):
@@ -217,7 +224,8 @@ def main(args: Args):
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
+            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            steps_done = global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
