@@ -42,25 +42,25 @@ for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
     else:
         qf1, qf2 = module.SoftQNetwork(obs_dim, action_dim), module.SoftQNetwork(obs_dim, action_dim)
         learned = dict(actor=module.Actor(obs_dim, action_dim, low, high), qf1=qf1, qf2=qf2, rb=rb)
-    log = module.RunLog(args, [])
-    log.run_dir = tempfile.mkdtemp()
+    run = module.Run(args)
+    run.run_dir = tempfile.mkdtemp()
     before = memory("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak starts again from here
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        module.save_checkpoint(log, 1000, learned=module.states(learned), envs=module.env_state(envs))
+        module.save_checkpoint(run, 1000, learned=module.states(learned), envs=module.env_state(envs))
         times.append(time.perf_counter() - start)
     grew = memory("VmHWM") - before
-    path = pathlib.Path(log.run_dir) / "checkpoint.pt"
+    path = pathlib.Path(run.run_dir) / "checkpoint.pt"
     size = os.path.getsize(path)
-    args.resume = log.run_dir
+    args.resume = run.run_dir
     start = time.perf_counter()
     module.load_states(learned, module.load_checkpoint(args)["learned"])
     read = time.perf_counter() - start
     path.unlink()
-    os.rmdir(log.run_dir)
+    os.rmdir(run.run_dir)
     print(
         f"{script}: {size / 1e6:.1f} MB, written in {min(times):.2f}-{max(times):.2f} s, read back in {read:.2f} s; "
         f"peak memory over the writes +{grew / 1e6:.1f} MB"

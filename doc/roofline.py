@@ -18,7 +18,7 @@ reference, its baseline, on the machine this runs on:
 - End-to-end steps/s: the script run as a user runs it (a subprocess; --measure-burnin leaves the warm-up out), `sps`
   from its summary.json, and FLOPs/step x sps against the attainable rate.
 - Where a step's time goes: the same run again in this process, with timers around the envs' step, the hot functions
-  (policy; updates, target updates and GAE) and the metrics row (RunLog.row), from the end of the burn-in to the end
+  (policy; updates, target updates and GAE) and the metrics row (Run.row), from the end of the burn-in to the end
   of training. The rest is the loop's own Python: the replay buffer, copies, the progress bar.
 
     python doc/roofline.py                       # every algorithm: bench/roofline/roofline.md, .json, .csv
@@ -384,7 +384,7 @@ def profiled_run(script, flags, log_path, algorithm=None):
     module = load_script(script)
     args = tyro.cli(module.Args, args=flags)
     clock, hot = Clock(), {}
-    log_class = module.RunLog
+    log_class = module.Run
     count_update, finish = log_class.count_update, log_class.finish
 
     def count_and_begin(log, *a, **kw):  # the burn-in ends at this update: the timers start
@@ -425,7 +425,7 @@ def profiled_run(script, flags, log_path, algorithm=None):
             return made
 
         patches.append(mock.patch.object(module, builder_name, build_and_time))
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # RunLog takes SIGTERM
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # Run takes SIGTERM
     with open(log_path, "w") as log_file, contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)
@@ -437,7 +437,7 @@ def profiled_run(script, flags, log_path, algorithm=None):
             for s, handler in handlers.items():
                 if handler is not None:  # (None: a handler not set from Python, left alone)
                     signal.signal(s, handler)
-    summary = json.loads(pathlib.Path(state["log"].run_dir, "summary.json").read_text())
+    summary = json.loads(pathlib.Path(state["run"].run_dir, "summary.json").read_text())
     return state, clock, hot, summary
 
 
