@@ -195,7 +195,7 @@ def main(args: Args):
     agent = Agent(envs.single_action_space.n).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     if args.eval_model:  # Run: --eval-model's weights, in place
-        agent.load_state_dict(run.model["model"])
+        run.load_weights(agent)
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape).to(device)
@@ -527,6 +527,16 @@ class Run:
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
         return self
+
+    def load_weights(self, module):
+        """--eval-model's weights (check_run_flags read the file) into `module` in place, where compiled and captured
+        functions read them; the file. Weights that do not fit end the run here, in one line."""
+        try:
+            module.load_state_dict(self.model["model"])
+        except RuntimeError as e:
+            problem = str(e).replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
+        return self.model
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint

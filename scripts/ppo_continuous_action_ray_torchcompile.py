@@ -579,8 +579,7 @@ def main(args: Args):
     obs_rms = None  # Run:
     # in place, so that the compiled / captured functions read the loaded weights
     if args.eval_model:  # Run: --eval-model's weights, in place
-        agent.load_state_dict(run.model["model"])
-        obs_rms = run.model["obs_rms"]  # (check_args checked them)
+        obs_rms = run.load_weights(agent)["obs_rms"]  # (check_args checked them)
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
     # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
@@ -1022,6 +1021,16 @@ class Run:
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
         return self
+
+    def load_weights(self, module):
+        """--eval-model's weights (check_run_flags read the file) into `module` in place, where compiled and captured
+        functions read them; the file. Weights that do not fit end the run here, in one line."""
+        try:
+            module.load_state_dict(self.model["model"])
+        except RuntimeError as e:
+            problem = str(e).replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
+        return self.model
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint

@@ -194,7 +194,7 @@ def main(args: Args):
     actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.learning_rate)
 
     if args.eval_model:  # Run: --eval-model's weights, in place
-        actor.load_state_dict(run.model["model"])
+        run.load_weights(actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     actor_loss = None
     steps_done = 0
@@ -560,6 +560,16 @@ class Run:
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
         return self
+
+    def load_weights(self, module):
+        """--eval-model's weights (check_run_flags read the file) into `module` in place, where compiled and captured
+        functions read them; the file. Weights that do not fit end the run here, in one line."""
+        try:
+            module.load_state_dict(self.model["model"])
+        except RuntimeError as e:
+            problem = str(e).replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
+        return self.model
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint

@@ -335,7 +335,7 @@ def main(args: Args):
 
     td3 = make_td3(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
     if args.eval_model:  # Run: --eval-model's weights, in place
-        td3.actor.load_state_dict(run.model["model"])
+        run.load_weights(td3.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
     metrics, steps_done = {}, 0
 
@@ -683,6 +683,16 @@ class Run:
         self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
         return self
+
+    def load_weights(self, module):
+        """--eval-model's weights (check_run_flags read the file) into `module` in place, where compiled and captured
+        functions read them; the file. Weights that do not fit end the run here, in one line."""
+        try:
+            module.load_state_dict(self.model["model"])
+        except RuntimeError as e:
+            problem = str(e).replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
+        return self.model
 
     def restore(self, learned, envs):
         """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
