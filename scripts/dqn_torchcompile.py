@@ -112,15 +112,13 @@ def make_env(env_id, seed, idx, capture_video, video_dir):
 
 
 class ReplayBuffer:
-    """One preallocated tensor on the training device, a row per transition.
-    Speed: a step is one copy, a sample one gather."""
+    """One preallocated tensor on the training device, a row per transition. Speed: a step is one copy, a sample one gather."""
 
     def __init__(self, size, obs_dim, device):
         self.size, self.obs_dim, self.pos, self.full = size, obs_dim, 0, False
         # columns, in the baseline's order: obs | action | next_obs | reward | termination
         self.storage = torch.zeros((size, 2 * obs_dim + 3), dtype=torch.float32, device=device)
-        # rows filled, as sample() reads it
-        self.count = torch.zeros((), dtype=torch.int64, device=device)
+        self.count = torch.zeros((), dtype=torch.int64, device=device)  # rows filled, for sample()
 
     def add(self, obs, next_obs, actions, rewards, terminations):
         # only a termination stops the bootstrap, never a truncation
@@ -134,15 +132,14 @@ class ReplayBuffer:
             self.storage[: n - first] = rows[first:]  # wrap around
         if not self.full:
             self.full = self.pos + n >= self.size
-            # fill_ of a Python number: no sync
-            self.count.fill_(self.size if self.full else self.pos + n)
+            self.count.fill_(self.size if self.full else self.pos + n)  # a Python number: no sync
         self.pos = (self.pos + n) % self.size
 
     def sample(self, batch_size):  # the columns by name, as views (actions as floats)
-        # Speed: indices drawn on the device below the count held there: no host wait, and fit for the compiled /
-        # graphed update
+        # Speed: indices drawn on the device below the count held there: no host wait, fit for the compiled / graphed update
         idx = torch.randint(0, 2**62, (batch_size,), device=self.storage.device) % self.count
-        batch, d = self.storage[idx], self.obs_dim
+        batch = self.storage[idx]
+        d = self.obs_dim
         return dict(
             obs=batch[:, :d],
             actions=batch[:, d],
@@ -170,8 +167,7 @@ def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
 
 
 def due(first_step, num_envs, frequency):
-    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency`
-    (CleanRL's `%`, for any num_envs)."""
+    """How many env steps of first_step .. first_step + num_envs - 1 are multiples of `frequency` (CleanRL's `%`)."""
     return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
 
 
@@ -190,15 +186,12 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
-    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
-    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
-    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
+    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
-        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
-        # can impair performance) is not the user's to act on
+        # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
@@ -206,14 +199,13 @@ def adam_settings(args: Args, device: torch.device) -> dict:
 
 def make_dqn(args: Args, obs_dim, n_actions, device):
     """Networks, optimizer, replay buffer and the (compiled / graphed) update and policy functions."""
-    dqn = SimpleNamespace()
-    dqn.q_network = q_network = QNetwork(obs_dim, n_actions).to(device)
-    dqn.target_network = target_network = QNetwork(obs_dim, n_actions).to(device).requires_grad_(False)
+    q_network = QNetwork(obs_dim, n_actions).to(device)
+    target_network = QNetwork(obs_dim, n_actions).to(device).requires_grad_(False)
     target_network.load_state_dict(q_network.state_dict())
-    dqn.rb = rb = ReplayBuffer(args.buffer_size, obs_dim, device)
+    rb = ReplayBuffer(args.buffer_size, obs_dim, device)
     # Speed: a 0-d tensor lr, so that a schedule's change in place reaches the compiled step without a recompile
     lr = torch.tensor(args.learning_rate, device=device)
-    dqn.optimizer = optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args, device))
+    optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args, device))
     online = dict(q_network.named_parameters())
     targets, params = list(target_network.parameters()), list(online.values())
 
@@ -228,8 +220,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
             target_max, _ = target_network(b["next_obs"]).max(dim=1)
             td_target = b["rewards"] + args.gamma * target_max * (1 - b["dones"])
         if args.compile:
-            # Speed: gradients from torch.func.grad, as loss.backward() and zero_grad() would break the graph (the
-            # compiled update: 450-500 -> ~260 us on a 2-core CPU, doc/tricks.md). It runs the network's own forward.
+            # Speed: gradients by torch.func.grad (the network's own forward): backward() would break the graph (doc/tricks.md)
             def loss_of(params):
                 return td_loss(torch.func.functional_call(q_network, params, (b["obs"],)), b["actions"], td_target)
 
@@ -237,7 +228,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
                 grads, (loss, old_val) = torch.func.grad_and_value(loss_of, has_aux=True)(online)
             for name, p in online.items():
                 p.grad = grads[name]
-        else:  # eager autograd is the faster one without compile (~410 against ~660 us)
+        else:  # eager autograd is the faster one without compile (doc/tricks.md)
             loss, old_val = td_loss(q_network(b["obs"]), b["actions"], td_target)
             optimizer.zero_grad()
             loss.backward()
@@ -254,17 +245,23 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
         with torch.no_grad():
             torch._foreach_lerp_(targets, params, args.tau)
 
-    dqn.update, dqn.policy, dqn.update_target = update, policy, update_target
-    if args.compile:
-        dqn.update = compiled(update, args)
-        dqn.policy = compiled(policy, args)
-    # Speed: each call replays a recorded CUDA graph: one launch instead of dozens of kernels
-    if args.cudagraphs:
+    if args.compile:  # Speed: torch.compile fuses the small ops of each function
+        update = compiled(update, args)
+        policy = compiled(policy, args)
+    if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
-        dqn.update = CudaGraphModule(dqn.update, warmup=warmup)
-        dqn.policy = CudaGraphModule(dqn.policy, warmup=warmup)
-    return dqn
+        update = CudaGraphModule(update, warmup=warmup)
+        policy = CudaGraphModule(policy, warmup=warmup)
+    return SimpleNamespace(
+        q_network=q_network,
+        target_network=target_network,
+        rb=rb,
+        optimizer=optimizer,
+        update=update,
+        policy=policy,
+        update_target=update_target,
+    )
 
 
 def main(args: Args):
@@ -278,9 +275,8 @@ def main(args: Args):
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # Speed: one thread: these layers are too small to gain from a second one, which costs
+    # Speed: one thread on a CPU: these layers are too small to pay for waking a second one (doc/tricks.md)
     if device.type == "cpu":
-        # more to wake than it does (500k-step runs on 2 cores: ~+10% eager, ~+20% compiled)
         torch.set_num_threads(1)
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation,
@@ -300,11 +296,14 @@ def main(args: Args):
     dqn = make_dqn(args, obs_dim, n_actions, device)
     if args.eval_model:  # Run: --eval-model's weights, in place
         run.load_weights(dqn.q_network)
-    metrics, steps_done = {}, 0
+    metrics = {}
+    steps_done = 0
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].astype(np.float32)
-    learned = vars(dqn)  # Run: what a checkpoint keeps
+    learned = dict(  # Run: what a checkpoint keeps
+        q_network=dqn.q_network, target_network=dqn.target_network, rb=dqn.rb, optimizer=dqn.optimizer
+    )
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
@@ -314,17 +313,16 @@ def main(args: Args):
         for global_step in range(steps_done, args.total_timesteps, args.num_envs):
             # ALGO LOGIC: put action logic here
             epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
-            # Speed: the coin and the random actions stay on the host, as in CleanRL: only a greedy step uses the
-            # device (one sync)
+            # Speed: the coin and the random actions stay on the host, as in CleanRL: a greedy step alone uses the device
             if random.random() < epsilon:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
-            else:
-                # the one sync
+            else:  # the one sync
                 actions = dqn.policy(torch.from_numpy(obs).to(device, non_blocking=True)).cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.astype(np.float32), global_step + args.num_envs
+            next_obs = next_obs.astype(np.float32)
+            steps_done = global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
@@ -348,8 +346,7 @@ def main(args: Args):
                     dqn.update_target()
             # Speed: the values are read (one sync) only on these steps
             if steps_done % args.log_interval < args.num_envs:  # Run: a row of metrics.csv
-                # a value is NaN or infinite: the run diverged
-                if run.row(steps_done, dict(metrics, epsilon=epsilon)):
+                if run.row(steps_done, dict(metrics, epsilon=epsilon)):  # NaN or infinite: diverged
                     break
             # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
             if run.checkpoint(steps_done, learned, envs, obs=obs, metrics=metrics):  # Run:

@@ -179,9 +179,8 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     ignored, so it is no transition; its advantage is 0 and no trace crosses it. obs[t+1] is the true next observation,
     so a truncation bootstraps from values[t+1] and a termination does not bootstrap.
 
-    Speed: no loop over time (which torch.compile would unroll). The recursion A[t] = delta[t] + g*l*(1-done[t])*A[t+1]
-    is solved in closed form, A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], as one masked
-    (num_steps x num_steps) contraction per env."""
+    Speed: no loop over time (which torch.compile would unroll): A[t] = delta[t] + g*l*(1-done[t])*A[t+1] solved as
+    A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], one masked (num_steps x num_steps) contraction per env."""
     num_steps = rewards.shape[0]
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
     deltas = rewards + gamma * next_values * (1.0 - terms) - values
@@ -211,15 +210,12 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
-    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
-    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
-    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
+    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
-        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
-        # can impair performance) is not the user's to act on
+        # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
@@ -228,12 +224,11 @@ def adam_settings(args: Args, device: torch.device) -> dict:
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
-    ppo = SimpleNamespace(agent=agent)
     # DDP: the ranks that average their gradients
     world_size = dist.get_world_size() if dist.is_initialized() else 1
     # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture)
     lr = torch.tensor(args.learning_rate, device=device)
-    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is
@@ -317,18 +312,17 @@ def make_ppo(args: Args, agent, device):
             clipfrac=clipfrac,
         )
 
-    ppo.policy, ppo.gae, ppo.update = policy, gae, update
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        ppo.policy = compiled(policy, args)
-        ppo.gae = compiled(gae, args, fullgraph=True)
-        ppo.update = compiled(update, args)
+        policy = compiled(policy, args)
+        gae = compiled(gae, args, fullgraph=True)
+        update = compiled(update, args)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
-        ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
-        ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
-        ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
-    return ppo
+        policy = CudaGraphModule(policy, warmup=warmup)
+        gae = CudaGraphModule(gae, warmup=warmup)
+        update = CudaGraphModule(update, warmup=warmup)
+    return SimpleNamespace(agent=agent, optimizer=optimizer, policy=policy, gae=gae, update=update)
 
 
 def explained_variance(values, returns, w):
@@ -391,8 +385,8 @@ def main(args: Args):
 
     agent = Agent(envs.single_action_space.n).to(device)
     if device.type == "cpu":
-        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a minibatch
-        # update took 22-24% less time on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
+        # Speed: convolution weights in channels-last layout, which the CPU's oneDNN convolutions prefer: a faster
+        # minibatch update on a 2-core CPU (doc/tricks.md). Not measured on a GPU, so left as is there.
         agent = agent.to(memory_format=torch.channels_last)
     ppo = make_ppo(args, agent, device)
     # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
@@ -402,11 +396,8 @@ def main(args: Args):
     if args.eval_model:  # Run: --eval-model's weights, in place
         run.load_weights(agent)
 
-    # ALGO LOGIC: Storage setup. Speed: preallocated once; observations stay uint8 (4x less to move). What the envs
-    # return goes to host buffers with numpy writes (`stage`: numpy views of `host`), then to the device `storage` in
-    # one copy per row per rollout, not in small copies per step. (Pageable, not pinned: each copy is staged before it
-    # returns, so the next rollout may write the rows.) Observations, actions, log-probs and values, which the policy
-    # makes on the device, are written there at each step.
+    # ALGO LOGIC: Storage setup. Speed: preallocated once, observations as uint8 (4x less to move); the envs' values go
+    # into `host` by numpy writes (`stage`: its numpy views), then to the device once per rollout (doc/tricks.md)
     host = dict(
         rewards=torch.zeros((args.num_steps, args.num_envs)),
         terms=torch.zeros((args.num_steps, args.num_envs)),
@@ -428,7 +419,7 @@ def main(args: Args):
     next_obs, _ = envs.reset()
     next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
-    learned = vars(ppo)  # Run: what a checkpoint keeps
+    learned = dict(agent=agent, optimizer=ppo.optimizer)  # Run: what a checkpoint keeps
     first = 1
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
@@ -531,7 +522,8 @@ def main(args: Args):
     def act(obs):  # Run: for the evaluation, deterministic: the arg-max action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return ppo.policy(repeated)[3][:1].cpu().numpy()
+        _, _, _, greedy = ppo.policy(repeated)
+        return greedy[:1].cpu().numpy()
 
     status = run.status  # DDP: the other ranks' end; rank 0 alone writes the run folder
     if rank == 0:

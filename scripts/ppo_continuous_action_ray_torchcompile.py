@@ -192,9 +192,8 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     observation, so a truncation bootstraps from V(obs[t+1]) and only a termination stops the bootstrap. Row t+1 is
     then the reset step (valids[t+1] = 0): not a transition, so it gets no advantage and the chain is cut at dones[t].
     """
-    # Speed: the recursion A[t] = delta[t] + coef[t] * A[t+1] solved by a parallel (Hillis-Steele) scan: log2(num_steps)
-    # steps over the whole rollout instead of num_steps tiny ones, so compile and CUDA graphs get a short fixed graph
-    # (LeanRL's compiled loop of 2048 steps takes minutes to compile) and memory stays O(num_steps).
+    # Speed: A[t] = delta[t] + coef[t] * A[t+1] solved by a parallel (Hillis-Steele) scan: log2(num_steps) whole-rollout
+    # steps, not num_steps tiny ones: a short fixed graph to compile and capture, O(num_steps) memory (doc/tricks.md)
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)], 0)
     adv = (rewards + gamma * next_values * (1.0 - terminations) - values) * valids  # the deltas
     coef = (gamma * gae_lambda) * (1.0 - dones) * valids
@@ -234,15 +233,12 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
-    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
-    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
-    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
+    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
-        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
-        # can impair performance) is not the user's to act on
+        # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
@@ -251,10 +247,9 @@ def adam_settings(args: Args, device: torch.device) -> dict:
 def make_ppo(args: Args, agent, device):
     """The optimizer and the three hot functions: policy (one rollout step), gae (after the rollout), update (one
     minibatch), compiled and/or graph-captured as asked."""
-    ppo = SimpleNamespace(agent=agent)
     # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures
     lr = torch.tensor(args.learning_rate, device=device)
-    ppo.optimizer = optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action
@@ -331,18 +326,17 @@ def make_ppo(args: Args, agent, device):
             clipfrac=clipfrac,
         )
 
-    ppo.policy, ppo.gae, ppo.update = policy, gae, update
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        ppo.policy = compiled(policy, args)
-        ppo.gae = compiled(gae, args)
-        ppo.update = compiled(update, args)
+        policy = compiled(policy, args)
+        gae = compiled(gae, args)
+        update = compiled(update, args)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
-        ppo.policy = CudaGraphModule(ppo.policy, warmup=warmup)
-        ppo.gae = CudaGraphModule(ppo.gae, warmup=warmup)
-        ppo.update = CudaGraphModule(ppo.update, warmup=warmup)
-    return ppo
+        policy = CudaGraphModule(policy, warmup=warmup)
+        gae = CudaGraphModule(gae, warmup=warmup)
+        update = CudaGraphModule(update, warmup=warmup)
+    return SimpleNamespace(agent=agent, optimizer=optimizer, policy=policy, gae=gae, update=update)
 
 
 class EnvRunner:
@@ -401,14 +395,16 @@ class EnvRunner:
             self.next_obs = self.envs.reset(seed=self.seed)[0].reshape(len(self.next_obs), -1).astype(np.float32)
         self.restarted = False
         self.agent.load_state_dict(weights)
-        stage, episodes = self.stage, []
+        stage = self.stage
+        episodes = []
         for step in range(len(stage["obs"])):
             stage["obs"][step] = self.next_obs
             stage["valids"][step] = ~self.next_done  # 0 on a NEXT_STEP reset row
 
             # ALGO LOGIC: action logic (the log-probs and values are computed by the learner, batched)
             with torch.no_grad():
-                action = self.agent.get_action(torch.from_numpy(self.next_obs))[0].numpy()
+                action, _ = self.agent.get_action(torch.from_numpy(self.next_obs))
+            action = action.numpy()
             stage["actions"][step] = action
 
             # TRY NOT TO MODIFY: execute the game and log data.
@@ -521,10 +517,13 @@ class Runners:
         """What the runners return for calls, in order; ConnectionError if a runner failed. Never a silent wait: a line
         each minute while some are missing. Once the run was asked to stop, 10 s at most: a cluster that got the
         signal too (Slurm's time limit) is gone, and Ray would wait for it a minute, then end the process."""
-        waited, waited_stopping, pending = 0, 0, calls
+        waited = 0  # seconds
+        waited_stopping = 0  # seconds since the run was asked to stop
+        pending = calls
         while pending:
             pending = self.ray.wait(pending, num_returns=len(pending), timeout=1)[1]
-            waited, waited_stopping = waited + 1, waited_stopping + bool(self.run.stopping)
+            waited += 1
+            waited_stopping += bool(self.run.stopping)
             if pending and waited_stopping >= 10:
                 raise ConnectionError(f"runners {[calls.index(call) for call in pending]} not back 10 s after the stop")
             if pending and waited % 60 == 0:
@@ -581,9 +580,8 @@ def main(args: Args):
     if args.eval_model:  # Run: --eval-model's weights, in place
         obs_rms = run.load_weights(agent)["obs_rms"]  # (check_args checked them)
 
-    # ALGO LOGIC: Storage setup. Speed: preallocated once. What the envs return goes to host buffers with numpy writes
-    # (`stage`: numpy views of `host`), then to the device `storage` in one copy per row per rollout, not in small copies
-    # per step. (Pageable, not pinned: each copy is staged before it returns, so the next rollout may write the rows.)
+    # ALGO LOGIC: Storage setup. Speed: preallocated once; the envs' values go into `host` by numpy writes (`stage`: its
+    # numpy views), then to the device `storage` in one copy per buffer per rollout, not small copies per step (doc/tricks.md)
     host = dict(
         obs=torch.zeros((args.num_steps, args.num_envs, obs_dim)),
         actions=torch.zeros((args.num_steps, args.num_envs, action_dim)),
@@ -598,7 +596,7 @@ def main(args: Args):
     global_step = 0
 
     # Runners: each runner starts the game in its envs (seeded as the core file seeds them) and carries on from there
-    learned = vars(ppo)  # Run: what a checkpoint keeps
+    learned = dict(agent=agent, optimizer=ppo.optimizer)  # Run: what a checkpoint keeps
     first = 1
     # --resume: the learned parts and random streams as the checkpoint has them (Runners: and their envs)
     if saved:  # Run: the loop's values, from the checkpoint
@@ -676,7 +674,8 @@ def main(args: Args):
         normalized = np.clip(normalized, -10, 10).astype(np.float32)
         # The compiled / captured policy takes num_envs rows: the observation is repeated; no_grad as in the rollout.
         repeated = torch.from_numpy(normalized.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return ppo.policy(repeated)[1][:1].cpu().numpy()
+        _, mean = ppo.policy(repeated)
+        return mean[:1].cpu().numpy()
 
     model = {  # Run: what model.pt keeps
         "agent": "ppo_continuous_action",

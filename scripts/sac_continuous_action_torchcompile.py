@@ -222,15 +222,12 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
-    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
-    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
-    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
+    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
-        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
-        # can impair performance) is not the user's to act on
+        # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
@@ -238,12 +235,11 @@ def adam_settings(args: Args, device: torch.device) -> dict:
 
 def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
-    sac = SimpleNamespace()
-    sac.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
-    sac.qf1 = qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
-    sac.qf2 = qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
-    sac.qf1_target = qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
-    sac.qf2_target = qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
+    qf1 = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf2 = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf1_target = SoftQNetwork(obs_dim, action_dim).to(device)
+    qf2_target = SoftQNetwork(obs_dim, action_dim).to(device)
     qf1_target.load_state_dict(qf1.state_dict())
     qf2_target.load_state_dict(qf2.state_dict())
     # Speed: the actor's loss needs no gradient for the critics. It calls them through functional_call with their
@@ -251,22 +247,19 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     qf1_detached = {k: v.detach() for k, v in qf1.named_parameters()}
     qf2_detached = {k: v.detach() for k, v in qf2.named_parameters()}
     q_params = list(qf1.parameters()) + list(qf2.parameters())
-    # Speed: on a CPU, --compile leaves SAC eager, with eager's fused Adam. Measured on the 2-core CPU (doc/tricks.md,
-    # section 4): compiled, the actor update took 1.5x its eager time (inductor's kernel for the critics' ReLU
-    # backward), and with only the critic update and the policy compiled whole runs still made 0.84-0.98x the steps/s
-    # of the eager file (5 seeds in two sittings).
+    # Speed: on a CPU, --compile leaves SAC eager, with eager's fused Adam: compiled, its actor update was slower and
+    # whole runs made fewer steps/s than the eager file (doc/tricks.md, section 4).
     compiling = args.compile and device.type != "cpu"
     adam = adam_settings(args if compiling else replace(args, compile=False), device)
-    sac.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam)
-    sac.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam)
+    q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam)
+    actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam)
 
-    # Automatic entropy tuning. Speed: alpha stays a tensor on the device (the baseline's .item() is a sync per update),
-    # computed from log_alpha where it is used: an update that changed a tensor of its own in place (alpha.copy_) would
-    # make inductor skip its CUDA graphs under --compile-mode reduce-overhead / max-autotune.
+    # Automatic entropy tuning. Speed: alpha stays on the device (the baseline's .item() syncs), made from log_alpha
+    # where used: an in-place alpha.copy_ would make inductor skip its CUDA graphs (reduce-overhead, max-autotune).
     if args.autotune:
         target_entropy = -float(action_dim)
-        sac.log_alpha = log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        sac.a_optimizer = a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam)
+        log_alpha = torch.zeros(1, requires_grad=True, device=device)
+        a_optimizer = optim.Adam([log_alpha], lr=args.q_lr, **adam)
     else:
         fixed_alpha = torch.tensor([args.alpha], device=device)
 
@@ -274,9 +267,8 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         return log_alpha.detach().exp() if args.autotune else fixed_alpha
 
     def mixed():
-        # Speed: --precision bf16 runs the forward passes and losses of the updates under autocast: their matmuls in
-        # bf16 (about 2x fp32's rate on a CPU with AVX512-BF16); parameters, gradients, Adam's state, alpha and the
-        # targets stay fp32. Backward and the optimizer steps run outside it, as torch advises.
+        # Speed: --precision bf16: the updates' forward passes and losses under autocast, matmuls in bf16 (doc/tricks.md);
+        # parameters, gradients, Adam's state, alpha and targets stay fp32; backward and steps outside, as torch advises.
         if args.precision == "bf16":
             return torch.autocast(device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()  # fp32: no autocast at all
@@ -328,14 +320,14 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             alpha_loss.backward()
             a_optimizer.step()
             return dict(actor_loss=actor_loss.detach(), alpha=current_alpha(), alpha_loss=alpha_loss.detach())
-        # --no-autotune: no alpha to learn (LeanRL crashes here)
+        # --no-autotune: no alpha to learn
         return dict(actor_loss=actor_loss.detach(), alpha=alpha)
 
     targets = list(qf1_target.parameters()) + list(qf2_target.parameters())
 
     def update_target():
         # Speed: Polyak averaging as one in-place multi-tensor lerp: target += tau * (online - target). Under no_grad:
-        # with autograd on, each call would chain a node onto the targets' history (a leak of ~3 GB over 1M steps).
+        # with autograd on, each call would chain a node onto the targets' history, a leak (doc/tricks.md).
         with torch.no_grad():
             torch._foreach_lerp_(targets, q_params, args.tau)
 
@@ -347,20 +339,34 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             action, _, mean = actor.get_action(obs)
             return action, mean
 
-    sac.update_critic, sac.update_actor, sac.update_target = update_critic, update_actor, update_target
-    sac.policy = policy
     if compiling:  # Speed: torch.compile fuses the small ops of each function (not on a CPU: above)
-        sac.update_critic = compiled(update_critic, args)
-        sac.update_actor = compiled(update_actor, args)
-        sac.policy = compiled(policy, args)
+        update_critic = compiled(update_critic, args)
+        update_actor = compiled(update_actor, args)
+        policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
-        sac.update_critic = CudaGraphModule(sac.update_critic, warmup=warmup)
-        sac.update_actor = CudaGraphModule(sac.update_actor, warmup=warmup)
-        sac.update_target = CudaGraphModule(update_target, warmup=warmup)
-        sac.policy = CudaGraphModule(sac.policy, warmup=warmup)
+        update_critic = CudaGraphModule(update_critic, warmup=warmup)
+        update_actor = CudaGraphModule(update_actor, warmup=warmup)
+        update_target = CudaGraphModule(update_target, warmup=warmup)
+        policy = CudaGraphModule(policy, warmup=warmup)
+    sac = SimpleNamespace(
+        actor=actor,
+        qf1=qf1,
+        qf2=qf2,
+        qf1_target=qf1_target,
+        qf2_target=qf2_target,
+        q_optimizer=q_optimizer,
+        actor_optimizer=actor_optimizer,
+        update_critic=update_critic,
+        update_actor=update_actor,
+        update_target=update_target,
+        policy=policy,
+    )
+    if args.autotune:  # the entropy coefficient, learned too
+        sac.log_alpha = log_alpha
+        sac.a_optimizer = a_optimizer
     return sac
 
 
@@ -396,11 +402,17 @@ def main(args: Args):
     if args.eval_model:  # Run: --eval-model's weights, in place
         run.load_weights(sac.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    metrics, steps_done = {}, 0
+    metrics = {}
+    steps_done = 0
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
-    learned = dict(vars(sac), rb=rb)  # Run: what a checkpoint keeps
+    learned = dict(  # Run: what a checkpoint keeps
+        actor=sac.actor, qf1=sac.qf1, qf2=sac.qf2, qf1_target=sac.qf1_target, qf2_target=sac.qf2_target
+    )
+    learned.update(q_optimizer=sac.q_optimizer, actor_optimizer=sac.actor_optimizer, rb=rb)  # Run:
+    if args.autotune:  # Run:
+        learned.update(log_alpha=sac.log_alpha, a_optimizer=sac.a_optimizer)
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
@@ -414,11 +426,13 @@ def main(args: Args):
             else:
                 # Speed: a non-blocking copy in (torch.as_tensor(obs, device=...) would wait for the GPU); the one
                 # sync is the action coming back, which the env needs.
-                actions = sac.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()
+                actions, _ = sac.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+                actions = actions.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
+            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            steps_done = global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
@@ -455,7 +469,8 @@ def main(args: Args):
     def act(obs):  # Run: for the evaluation, deterministic: the mean action
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return sac.policy(obs)[1][:1].cpu().numpy()
+        _, mean = sac.policy(obs)
+        return mean[:1].cpu().numpy()
 
     status = run.finish(  # Run: summary.json
         steps_done, act, {"agent": "sac_continuous_action", "model": sac.actor.state_dict()}

@@ -192,15 +192,12 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode (doc/tricks.md), one rule in every fast file. Under --compile,
-    # the plain step: torch.compile makes it capturable itself where the parameters are on CUDA, and inductor fuses
-    # it. Under CUDA graphs without compile, capturable (its step counters on the GPU, or a replay would not advance
-    # them) and multi-tensor. In plain eager, fused: one kernel for all parameters.
+    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
+    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
-        # CudaGraphModule's warm-up calls run the step uncaptured, on purpose: torch's warning about that (capturable
-        # can impair performance) is not the user's to act on
+        # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
@@ -208,13 +205,12 @@ def adam_settings(args: Args, device: torch.device) -> dict:
 
 def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     """Networks, optimizers and the (compiled / graphed) update and policy functions."""
-    td3 = SimpleNamespace()
-    td3.actor = actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
-    td3.qf1 = qf1 = QNetwork(obs_dim, action_dim).to(device)
-    td3.qf2 = qf2 = QNetwork(obs_dim, action_dim).to(device)
-    td3.qf1_target = qf1_target = QNetwork(obs_dim, action_dim).to(device)
-    td3.qf2_target = qf2_target = QNetwork(obs_dim, action_dim).to(device)
-    td3.target_actor = target_actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
+    actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
+    qf1 = QNetwork(obs_dim, action_dim).to(device)
+    qf2 = QNetwork(obs_dim, action_dim).to(device)
+    qf1_target = QNetwork(obs_dim, action_dim).to(device)
+    qf2_target = QNetwork(obs_dim, action_dim).to(device)
+    target_actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
     target_actor.load_state_dict(actor.state_dict())
     qf1_target.load_state_dict(qf1.state_dict())
     qf2_target.load_state_dict(qf2.state_dict())
@@ -224,20 +220,18 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     # parameters detached (the same storage, so always the latest weights): backward skips the critic's weights.
     qf1_detached = {k: v.detach() for k, v in qf1.named_parameters()}
     q_params = list(qf1.parameters()) + list(qf2.parameters())
-    # Speed: on a CPU, --compile leaves TD3 eager, with eager's fused Adam. Measured on the 2-core CPU (doc/tricks.md,
-    # section 4): compiled, the critic update took 1.02x its eager time, the policy 1.00x, the actor update 1.5x
-    # (inductor's kernel for the critic's ReLU backward), and whole runs 0.81x the steps/s of the eager file.
+    # Speed: on a CPU, --compile leaves TD3 eager, with eager's fused Adam: compiled, no function got faster and whole
+    # runs made fewer steps/s than the eager file (doc/tricks.md, section 4).
     compiling = args.compile and device.type != "cpu"
     adam = adam_settings(args if compiling else replace(args, compile=False), device)
-    td3.q_optimizer = q_optimizer = optim.Adam(q_params, lr=args.learning_rate, **adam)
-    td3.actor_optimizer = actor_optimizer = optim.Adam(actor.parameters(), lr=args.learning_rate, **adam)
+    q_optimizer = optim.Adam(q_params, lr=args.learning_rate, **adam)
+    actor_optimizer = optim.Adam(actor.parameters(), lr=args.learning_rate, **adam)
     online = list(actor.parameters()) + q_params
     targets = list(target_actor.parameters()) + list(qf1_target.parameters()) + list(qf2_target.parameters())
 
     def mixed():
-        # Speed: --precision bf16 runs the forward passes and losses of the updates under autocast: their matmuls in
-        # bf16 (about 2x fp32's rate on a CPU with AVX512-BF16); parameters, gradients, Adam's state and the targets
-        # stay fp32. Backward and the optimizer steps run outside it, as torch advises.
+        # Speed: --precision bf16: the updates' forward passes and losses under autocast, matmuls in bf16 (doc/tricks.md);
+        # parameters, gradients, Adam's state and targets stay fp32; backward and steps outside, as torch advises.
         if args.precision == "bf16":
             return torch.autocast(device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()  # fp32: no autocast at all
@@ -290,19 +284,30 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
             actions = mean + torch.randn_like(mean) * (actor.action_scale * args.exploration_noise)
             return actions.clamp(low, high), mean
 
-    td3.update_critic, td3.update_actor, td3.policy = update_critic, update_actor, policy
     if compiling:  # Speed: torch.compile fuses the small ops of each function (not on a CPU: above)
-        td3.update_critic = compiled(update_critic, args)
-        td3.update_actor = compiled(update_actor, args)
-        td3.policy = compiled(policy, args)
+        update_critic = compiled(update_critic, args)
+        update_actor = compiled(update_actor, args)
+        policy = compiled(policy, args)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
-        td3.update_critic = CudaGraphModule(td3.update_critic, warmup=warmup)
-        td3.update_actor = CudaGraphModule(td3.update_actor, warmup=warmup)
-        td3.policy = CudaGraphModule(td3.policy, warmup=warmup)
-    return td3
+        update_critic = CudaGraphModule(update_critic, warmup=warmup)
+        update_actor = CudaGraphModule(update_actor, warmup=warmup)
+        policy = CudaGraphModule(policy, warmup=warmup)
+    return SimpleNamespace(
+        actor=actor,
+        qf1=qf1,
+        qf2=qf2,
+        qf1_target=qf1_target,
+        qf2_target=qf2_target,
+        target_actor=target_actor,
+        q_optimizer=q_optimizer,
+        actor_optimizer=actor_optimizer,
+        update_critic=update_critic,
+        update_actor=update_actor,
+        policy=policy,
+    )
 
 
 def main(args: Args):
@@ -337,11 +342,16 @@ def main(args: Args):
     if args.eval_model:  # Run: --eval-model's weights, in place
         run.load_weights(td3.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    metrics, steps_done = {}, 0
+    metrics = {}
+    steps_done = 0
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
-    learned = dict(vars(td3), rb=rb)  # Run: what a checkpoint keeps
+    learned = dict(  # Run: what a checkpoint keeps
+        actor=td3.actor, qf1=td3.qf1, qf2=td3.qf2, qf1_target=td3.qf1_target, qf2_target=td3.qf2_target
+    )
+    learned.update(target_actor=td3.target_actor, q_optimizer=td3.q_optimizer)  # Run:
+    learned.update(actor_optimizer=td3.actor_optimizer, rb=rb)  # Run:
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
@@ -355,11 +365,13 @@ def main(args: Args):
             else:
                 # Speed: a non-blocking copy in (torch.as_tensor(obs, device=...) would wait for the GPU); the one
                 # sync is the action coming back, which the env needs.
-                actions = td3.policy(torch.from_numpy(obs).to(device, non_blocking=True))[0].cpu().numpy()
+                actions, _ = td3.policy(torch.from_numpy(obs).to(device, non_blocking=True))
+                actions = actions.cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
-            next_obs, steps_done = next_obs.reshape(args.num_envs, -1).astype(np.float32), global_step + args.num_envs
+            next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
+            steps_done = global_step + args.num_envs
             for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
 
@@ -392,7 +404,8 @@ def main(args: Args):
     def act(obs):  # Run: for the evaluation, deterministic: the actor without exploration noise
         # The compiled / captured policy takes num_envs rows: the observation is repeated.
         obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return td3.policy(obs)[1][:1].cpu().numpy()
+        _, mean = td3.policy(obs)
+        return mean[:1].cpu().numpy()
 
     status = run.finish(  # Run: summary.json
         steps_done, act, {"agent": "td3_continuous_action", "model": td3.actor.state_dict()}
