@@ -388,7 +388,7 @@ def main(args: Args):
     # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
     saved = run.restore(learned, envs)  # Run: --resume
     if saved:  # Run: the loop's values, from the checkpoint
-        next_obs, next_done = saved["next_obs"].numpy(), saved["next_done"].numpy()
+        next_obs, next_done = saved["next_obs"], saved["next_done"]
         global_step, first, obs_rms = saved["log"]["step"], saved["iteration"] + 1, saved["obs_rms"]
     with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
         for iteration in range(first, num_iterations + 1):
@@ -701,7 +701,7 @@ def layer_state(layer):
 
 
 def set_layer_state(layer, state):
-    for name, value in numpy_of(state).items():
+    for name, value in state.items():
         if isinstance(value, dict) and "generator" in value:
             value, saved = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])()), value
             value.bit_generator.state = saved["generator"]
@@ -919,6 +919,10 @@ class Run:
 # computes what the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
+CHECKPOINT_VERSION = 2  # 1 kept numpy's arrays as tensors, and replay buffers by their attributes
+# numpy's arrays and scalars (the envs' states, random streams), which torch.load(weights_only=True) reads only when
+# told: building them runs no code
+NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 
 
 def ask_to_stop(run, signum, frame):
@@ -945,57 +949,24 @@ def so_far(run, global_step):
 
 
 def states(parts):
-    """What a checkpoint keeps of the parts the loop learns or fills: a network's or an optimizer's state_dict, a
-    tensor, or an object's arrays, tensors and counters (a replay buffer). Functions are made anew."""
-    kept = {}
-    for name, part in parts.items():
-        if isinstance(part, (nn.Module, optim.Optimizer)):
-            kept[name] = part.state_dict()
-        elif isinstance(part, torch.Tensor):
-            kept[name] = part.detach()
-        elif hasattr(part, "__dict__") and not callable(part):
-            arrays = (bool, int, float, list, np.ndarray, torch.Tensor)
-            # a replay buffer not yet full: its filled rows only
-            rows = slice(part.pos) if getattr(part, "full", None) is False else slice(None)
-            kept[name] = {key: first_rows(value, rows) for key, value in vars(part).items() if isinstance(value, arrays)}
-    return kept
-
-
-def first_rows(value, rows):
-    """An array's rows (a tensor's copied: torch.save writes a view's whole storage); anything else as it is."""
-    if isinstance(value, list):
-        return [first_rows(v, rows) for v in value]
-    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim and rows != slice(None):
-        return value[rows] if isinstance(value, np.ndarray) else value[rows].clone()
-    return value
+    """What a checkpoint keeps of the parts the loop learns or fills: a tensor, or the state_dict of a network, an
+    optimizer or a replay buffer. (Functions are made anew.)"""
+    return {name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict() for name, part in parts.items()}
 
 
 def load_states(parts, kept):
     """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""
     for name, part in parts.items():
-        if isinstance(part, optim.Optimizer):
-            # a tensor lr is the one the compiled and captured updates read: kept, with the saved value
-            lrs = [group["lr"] for group in part.param_groups]
-            part.load_state_dict(kept[name])
-            for group, lr in zip(part.param_groups, lrs):
-                group["lr"] = lr.fill_(float(group["lr"])) if isinstance(lr, torch.Tensor) else group["lr"]
-        elif isinstance(part, nn.Module):
-            part.load_state_dict(kept[name])
-        elif isinstance(part, torch.Tensor):
+        if isinstance(part, torch.Tensor):
             with torch.no_grad():
                 part.copy_(kept[name])
-        elif name in kept:
-            for key, value in kept[name].items():
-                old = getattr(part, key)
-                if isinstance(old, list):  # (the baseline buffers' numpy columns)
-                    for column, saved in zip(old, value):
-                        column[: len(saved)] = saved.numpy()
-                elif isinstance(old, (np.ndarray, torch.Tensor)):
-                    # A buffer not yet full kept its first rows only.
-                    rows = slice(len(value)) if old.ndim else ...
-                    old[rows] = value.numpy() if isinstance(old, np.ndarray) else value
-                else:
-                    setattr(part, key, value)
+            continue
+        # a tensor lr is the one the compiled and captured updates read: kept, with the saved value
+        lrs = [group["lr"] for group in getattr(part, "param_groups", [])]
+        part.load_state_dict(kept[name])
+        for group, lr in zip(getattr(part, "param_groups", []), lrs):
+            if isinstance(lr, torch.Tensor):
+                group["lr"] = lr.fill_(float(group["lr"]))
 
 
 def checkpoint_due(run, global_step):
@@ -1008,6 +979,7 @@ def save_checkpoint(run, global_step, **content):
     """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
     streams."""
     content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+    content.update(version=CHECKPOINT_VERSION)
     save(run, content, "checkpoint.pt")
     run.part["step"] = global_step
 
@@ -1017,34 +989,10 @@ def save(run, content, name):
     if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
         torch.cuda.synchronize()
     path = os.path.join(run.run_dir, name)
-    torch.save(plain(dict(content, args=asdict(run.args))), f"{path}.tmp")
+    # a tensor without its graph (a loss kept for the log)
+    content = tree_map_only(torch.Tensor, torch.Tensor.detach, dict(content, args=asdict(run.args)))
+    torch.save(content, f"{path}.tmp")
     os.replace(f"{path}.tmp", path)
-
-
-def plain(value):
-    """As torch.load(weights_only=True) reads it back: numpy arrays as tensors (on the same memory, no copy)."""
-    if isinstance(value, np.ndarray):  # (a read-only array, as Ray hands them over, is copied)
-        return torch.from_numpy(np.ascontiguousarray(value) if value.flags.writeable else value.copy())
-    if isinstance(value, torch.Tensor):  # (a loss kept for the log: without its graph)
-        return value.detach()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {key: plain(v) for key, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(plain(v) for v in value)
-    return value
-
-
-def numpy_of(value):
-    """The other way: tensors back to numpy arrays (for the envs' and numpy's own state)."""
-    if isinstance(value, torch.Tensor):
-        return value.numpy()
-    if isinstance(value, dict):
-        return {key: numpy_of(v) for key, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(numpy_of(v) for v in value)
-    return value
 
 
 def random_streams():
@@ -1055,7 +1003,7 @@ def random_streams():
 
 def set_random_streams(streams):
     random.setstate(streams["python"])
-    np.random.set_state(numpy_of(streams["numpy"]))
+    np.random.set_state(streams["numpy"])
     torch.set_rng_state(streams["torch"])
     if streams["cuda"]:
         torch.cuda.set_rng_state_all(streams["cuda"])
@@ -1065,9 +1013,13 @@ def load_checkpoint(args):
     """--resume: the folder's checkpoint.pt, checked to be this script's, of a run with these flags but for the budget
     and the logging and output flags; else one line that says why, before any work. Memory-mapped: read as used."""
     try:
-        saved = torch.load(os.path.join(args.resume, "checkpoint.pt"), map_location="cpu", weights_only=True, mmap=True)
+        with torch.serialization.safe_globals(NUMPY):
+            path = os.path.join(args.resume, "checkpoint.pt")
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         if saved["script"] != pathlib.Path(__file__).stem:
             raise ValueError(f"it is {saved['script']}.py's")
+        if saved.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"it is of format {saved.get('version', 1)}, written before this file's ({CHECKPOINT_VERSION})")
     except Exception as e:
         problem = f"{type(e).__name__}: {e}".replace("\n", " ")
         sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")

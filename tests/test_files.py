@@ -37,25 +37,15 @@ GYM = [s for s in STEMS if s not in ATARI]
 FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]]
 # Definitions that several files share and that must be one text in every file that has them: (name, files), files
 # None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
-APPENDIX = [
-    "check_run_flags",
-    "start_run",
-    "check",
-    "Run",
-    "RESUMABLE",
-    "ask_to_stop",
-    "so_far",
-    "states",
-    "first_rows",
-    "load_states",
-]
-APPENDIX += ["checkpoint_due", "save_checkpoint", "save", "plain", "numpy_of", "random_streams", "set_random_streams"]
-APPENDIX += ["load_checkpoint", "resume", "load_model", "silence_v4_notices", "bf16_matmuls"]
+EVERY_FILE = ["check_run_flags", "start_run", "check", "Run", "RESUMABLE", "CHECKPOINT_VERSION", "NUMPY", "ask_to_stop"]
+EVERY_FILE += ["so_far", "states", "load_states", "checkpoint_due", "save_checkpoint", "save", "random_streams"]
+EVERY_FILE += ["set_random_streams", "load_checkpoint", "resume", "load_model"]
+APPENDIX = [*EVERY_FILE, "silence_v4_notices", "bf16_matmuls"]
 SNAPSHOT = ["envs_ignore_signals", "Snapshot", "layer_state", "set_layer_state", "env_state", "set_env_state"]
 MUJOCO = [s for s in STEMS if s.startswith(("sac", "td3", "ppo_continuous"))]  # their default tasks are MuJoCo's
 PPO_CONTINUOUS = [s for s in STEMS if s.startswith("ppo_continuous")]
-ONE_TEXT = [(name, STEMS) for name in ["__main__", *APPENDIX[:19]]]  # the shared appendix, in all twelve
-ONE_TEXT += [(name, None) for name in APPENDIX[19:]]
+ONE_TEXT = [(name, STEMS) for name in ["__main__", *EVERY_FILE]]  # the shared appendix, in all twelve
+ONE_TEXT += [(name, None) for name in ["silence_v4_notices", "bf16_matmuls"]]
 ONE_TEXT += [(name, GYM) for name in SNAPSHOT]  # a gymnasium env's state, for checkpoints
 ONE_TEXT += [("env_physics", MUJOCO)]
 ONE_TEXT += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which cannot be saved

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from helpers.background import Background
@@ -93,9 +94,15 @@ def test_a_resumed_run_computes_what_the_unstopped_run_computes(script, flags, a
 
 
 def tensors(value):
-    """The tensors in a buffer's plain() state, its columns' included."""
+    """The tensors in a buffer's state_dict, its columns' included."""
     values = value.values() if isinstance(value, dict) else value
     return [t for v in values for t in (tensors(v) if isinstance(v, list) else [v]) if isinstance(t, torch.Tensor)]
+
+
+def contents(buffer):
+    """Every array of a buffer, its rows to come included, as tensors."""
+    arrays = [*vars(buffer).values(), *getattr(buffer, "columns", [])]
+    return [torch.as_tensor(a) for a in arrays if isinstance(a, (np.ndarray, torch.Tensor))]
 
 
 @pytest.mark.parametrize(
@@ -110,14 +117,14 @@ def test_a_checkpoint_holds_a_replay_buffers_filled_rows_only(script):
     for step in range(37):  # two envs a step
         actions = torch.randint(2, (2,)) if dqn else torch.randn(2, 1)
         buffer.add(*(torch.randn(2, 3).numpy() for _ in "on"), actions.numpy(), *(torch.rand(2).round().numpy() for _ in "rt"))
-    kept = module.plain(module.states(dict(rb=buffer)))["rb"]
+    kept = module.states(dict(rb=buffer))["rb"]
     rows = [t for t in tensors(kept) if t.ndim]
     assert rows and all(len(t) == 74 for t in rows)
     assert all(t.untyped_storage().nbytes() == t.nbytes for t in rows)  # torch.save writes a storage whole
     fresh = module.ReplayBuffer(*shape, torch.device("cpu"))
     module.load_states(dict(rb=fresh), dict(rb=kept))
     assert (fresh.pos, fresh.full) == (74, False)
-    mine, theirs = tensors(module.plain(vars(fresh))), tensors(module.plain(vars(buffer)))
+    mine, theirs = contents(fresh), contents(buffer)
     assert len(mine) == len(theirs) and all(torch.equal(a, b) for a, b in zip(mine, theirs))
 
 
