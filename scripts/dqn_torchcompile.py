@@ -262,15 +262,8 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
         warmup = 3 if args.compile else 2
         update = CudaGraphModule(update, warmup=warmup)
         policy = CudaGraphModule(policy, warmup=warmup)
-    return SimpleNamespace(
-        q_network=q_network,
-        target_network=target_network,
-        rb=rb,
-        optimizer=optimizer,
-        update=update,
-        policy=policy,
-        update_target=update_target,
-    )
+    parts = dict(q_network=q_network, target_network=target_network, rb=rb, optimizer=optimizer)
+    return SimpleNamespace(**parts, update=update, policy=policy, update_target=update_target)
 
 
 def main(args: Args):

@@ -358,19 +358,9 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         update_actor = CudaGraphModule(update_actor, warmup=warmup)
         update_target = CudaGraphModule(update_target, warmup=warmup)
         policy = CudaGraphModule(policy, warmup=warmup)
-    sac = SimpleNamespace(
-        actor=actor,
-        qf1=qf1,
-        qf2=qf2,
-        qf1_target=qf1_target,
-        qf2_target=qf2_target,
-        q_optimizer=q_optimizer,
-        actor_optimizer=actor_optimizer,
-        update_critic=update_critic,
-        update_actor=update_actor,
-        update_target=update_target,
-        policy=policy,
-    )
+    networks = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target)
+    functions = dict(update_critic=update_critic, update_actor=update_actor, update_target=update_target, policy=policy)
+    sac = SimpleNamespace(**networks, **functions, q_optimizer=q_optimizer, actor_optimizer=actor_optimizer)
     if args.autotune:  # the entropy coefficient, learned too
         sac.log_alpha = log_alpha
         sac.a_optimizer = a_optimizer

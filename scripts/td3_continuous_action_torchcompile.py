@@ -302,19 +302,9 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         update_critic = CudaGraphModule(update_critic, warmup=warmup)
         update_actor = CudaGraphModule(update_actor, warmup=warmup)
         policy = CudaGraphModule(policy, warmup=warmup)
-    return SimpleNamespace(
-        actor=actor,
-        qf1=qf1,
-        qf2=qf2,
-        qf1_target=qf1_target,
-        qf2_target=qf2_target,
-        target_actor=target_actor,
-        q_optimizer=q_optimizer,
-        actor_optimizer=actor_optimizer,
-        update_critic=update_critic,
-        update_actor=update_actor,
-        policy=policy,
-    )
+    networks = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, target_actor=target_actor)
+    functions = dict(update_critic=update_critic, update_actor=update_actor, policy=policy)
+    return SimpleNamespace(**networks, **functions, q_optimizer=q_optimizer, actor_optimizer=actor_optimizer)
 
 
 def main(args: Args):
