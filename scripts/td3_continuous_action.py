@@ -698,6 +698,7 @@ CHECKPOINT_VERSION = 2  # 1 kept numpy's arrays as tensors, and replay buffers b
 # numpy's arrays and scalars (the envs' states, random streams), which torch.load(weights_only=True) reads only when
 # told: building them runs no code
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
+NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
 def ask_to_stop(run, signum, frame):
