@@ -427,7 +427,8 @@ class EnvRunner:
     def set_state(self, state):
         """Runners: --resume: this runner goes on where the checkpoint has it."""
         set_env_state(self.envs, state["envs"], pending_resets=state["next_done"])
-        self.next_obs, self.next_done = state["next_obs"], state["next_done"]
+        # (copies: Ray hands arrays over read-only)
+        self.next_obs, self.next_done = np.array(state["next_obs"]), np.array(state["next_done"])
         torch.set_rng_state(state["noise"])
 
 
@@ -1026,8 +1027,8 @@ class Run:
         functions read them; the file. Weights that do not fit end the run here, in one line."""
         try:
             module.load_state_dict(self.model["model"])
-        except RuntimeError as e:
-            problem = str(e).replace("\n", " ")
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 

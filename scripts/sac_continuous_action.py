@@ -625,8 +625,8 @@ class Run:
         functions read them; the file. Weights that do not fit end the run here, in one line."""
         try:
             module.load_state_dict(self.model["model"])
-        except RuntimeError as e:
-            problem = str(e).replace("\n", " ")
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 

@@ -310,7 +310,8 @@ def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_r
         assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
         run_dir = pathlib.Path(summary["_run_dir"])
         assert (run_dir / "model.pt").is_file()
-        saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+        with torch.serialization.safe_globals(load_script(CONT).NUMPY):
+            saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
         assert saved["log"]["step"] == summary["global_step"] and len(saved["runners"]) == 2
 
         def ray_gone():  # Ray's processes end after the driver's shutdown

@@ -194,7 +194,8 @@ def test_torchrun_stops_every_rank_at_one_iteration_and_resumes_them_all(tmp_pat
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["status"] == "terminated" and summary["world_size"] == 2 and (folder / "model.pt").is_file()
-    saved = torch.load(folder / "checkpoint.pt", weights_only=True)
+    with torch.serialization.safe_globals(load_script("ppo_atari_multigpu_torchcompile").NUMPY):
+        saved = torch.load(folder / "checkpoint.pt", weights_only=True)
     assert len(saved["ranks"]) == 2 and not torch.equal(saved["ranks"][0]["torch"], saved["ranks"][1]["torch"])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd += [str(SCRIPTS / "ppo_atari_multigpu_torchcompile.py"), *map(str, flags), "--resume", str(folder)]

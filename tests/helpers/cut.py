@@ -47,6 +47,8 @@ def strip(source):
                 for row in range(node.body[0].lineno, node.end_lineno + 1):
                     dedent[row] += shift
             elif node.lineno in marked:
+                if lines[node.lineno - 1].lstrip().startswith("elif "):  # its span runs over the else: say so
+                    raise ValueError(f"line {node.lineno}: a marked elif is not cut (mark its statements)")
                 row = first_line(node)
                 # the comment lines right above it go with it
                 while row > 1 and lines[row - 2].strip().startswith("#") and row - 1 not in marked:
