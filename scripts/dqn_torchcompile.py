@@ -149,8 +149,9 @@ class ReplayBuffer:
         )
 
     def state_dict(self):  # Run: for checkpoints, the rows filled so far
-        n = self.size if self.full else self.pos
-        return dict(pos=self.pos, full=self.full, storage=self.storage[:n].clone(), count=self.count.clone())
+        # (a copy of a part: torch.save would write a view's whole storage)
+        storage = self.storage if self.full else self.storage[: self.pos].clone()
+        return dict(pos=self.pos, full=self.full, storage=storage, count=self.count.clone())
 
     def load_state_dict(self, state):  # Run:
         self.pos, self.full = state["pos"], state["full"]

@@ -144,7 +144,9 @@ class ReplayBuffer:
         return dict(obs=observations, actions=actions, next_obs=next_observations, rewards=batch[:, -2], dones=batch[:, -1])
 
     def state_dict(self):  # Run: for checkpoints, the rows filled so far
-        return dict(pos=self.pos, full=self.full, storage=self.storage[: self.size if self.full else self.pos].clone())
+        # (a copy of a part: torch.save would write a view's whole storage)
+        storage = self.storage if self.full else self.storage[: self.pos].clone()
+        return dict(pos=self.pos, full=self.full, storage=storage)
 
     def load_state_dict(self, state):  # Run:
         self.pos, self.full = state["pos"], state["full"]
