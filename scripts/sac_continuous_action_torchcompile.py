@@ -202,8 +202,7 @@ class Actor(nn.Module):
     def get_action(self, x):
         mean, log_std = self(x)
         std = log_std.exp()
-        # Speed: the Normal density written out. torch.distributions.Normal validates its arguments, which is a
-        # host-device sync on GPU and Python overhead everywhere; the numbers are the same.
+        # Speed: the Normal density written out (torch.distributions.Normal's argument checks sync a GPU), same numbers
         noise = torch.randn_like(mean)
         x_t = mean + std * noise  # for reparameterization trick (mean + std * N(0,1))
         y_t = torch.tanh(x_t)
@@ -341,9 +340,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             torch._foreach_lerp_(targets, q_params, args.tau)
 
     def policy(obs):
-        # The acting policy is the trained actor itself (same storage, always the latest weights), run without
-        # autograd so that it can be compiled and captured in a CUDA graph on its own. It returns the sampled action
-        # and the mean one, which evaluation uses: one compiled / captured function serves both.
+        # the trained actor without autograd, compiled / captured alone: the sampled action and the mean (evaluation's)
         with torch.no_grad():
             action, _, mean = actor.get_action(obs)
             return action, mean
@@ -353,8 +350,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         update_actor = compiled(update_actor, args)
         policy = compiled(policy, args)
     if args.cudagraphs:
-        # Speed: each call replays a recorded CUDA graph: one launch instead of hundreds of kernels.
-        # a compiled function wants one more eager call before capture
+        # Speed: each call replays a recorded CUDA graph (a compiled function wants one more eager call before capture)
         warmup = 3 if args.compile else 2
         update_critic = CudaGraphModule(update_critic, warmup=warmup)
         update_actor = CudaGraphModule(update_actor, warmup=warmup)
@@ -423,8 +419,7 @@ def main(args: Args):
             if global_step < args.learning_starts:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
             else:
-                # Speed: a non-blocking copy in (torch.as_tensor(obs, device=...) would wait for the GPU); the one
-                # sync is the action coming back, which the env needs.
+                # Speed: a non-blocking copy in; the one sync is the action coming back, which the env needs
                 actions, _ = sac.policy(torch.from_numpy(obs).to(device, non_blocking=True))
                 actions = actions.cpu().numpy()
 
