@@ -531,3 +531,18 @@ def test_every_link_leads_somewhere(page):
         if anchor:
             headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
             assert anchor in {slug(h) for h in headings}, f"{page.name}: ({target}): no such heading in {linked.name}"
+
+
+def test_dqn_beside_leanrl_is_the_page_s():
+    """The DQN figures under the CPU table are the medians of their own page, in the order the sentence gives them."""
+    text = " ".join(section(README.read_text(), "## Speed on a CPU").split())
+    page = ROOT / "doc" / "results" / "cpu-2core-dqn-leanrl" / "results.md"
+    medians = {row["variant"]: row["steps/s median"] for row in table_rows(page.read_text())}
+    said = re.search(
+        r"ours made ([\d,]+) against ([\d,]+) steps/s \(baselines\), ([\d,]+) against ([\d,]+) \(fast\) and ([\d,]+)"
+        r" against ([\d,]+) \(`--compile`\)",
+        text,
+    )
+    assert said, "the README's sentence on DQN beside LeanRL's"
+    variants = ["baseline", "leanrl", "fast", "leanrl_fast", "compile", "leanrl_compile"]
+    assert list(said.groups()) == [medians[v] for v in variants]
