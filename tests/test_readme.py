@@ -5,16 +5,19 @@ the project; and every flag that the README or doc/usage.md names exists in the 
 (The size table, in doc/sizes.md, is checked by tests/test_files.py.)"""
 
 import ast
+import contextlib
 import csv
 import fnmatch
 import functools
+import io
 import re
 import statistics
 import subprocess
 import sys
 
 import pytest
-from helpers.scripts import ROOT, SCRIPTS
+import tyro
+from helpers.scripts import ROOT, SCRIPTS, load_script
 
 README = ROOT / "README.md"
 USAGE = ROOT / "doc" / "usage.md"
@@ -452,6 +455,7 @@ def compile_runs_eager_on_a_cpu(stem):
     return "runs eager on a CPU" in proc.stderr
 
 
+@pytest.mark.slow  # (it runs the fast files: tens of seconds)
 def test_the_compile_column_names_the_files_it_runs_eager():
     """The CPU table's `--compile` header names exactly the algorithms whose fast file --compile runs eager on a CPU
     ("fast `--compile` (SAC, TD3: eager on a CPU)"): their cells are the measured rows of code that ran eager."""
@@ -465,10 +469,12 @@ def test_the_compile_column_names_the_files_it_runs_eager():
 
 @functools.cache
 def help_flags(stem):
-    """The flags `python scripts/<stem>.py --help` lists."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / f"{stem}.py"), "--help"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(FLAG.findall(proc.stdout))
+    """The flags `python scripts/<stem>.py --help` lists: tyro's help of the file's Args, made in this process (the
+    same text; a subprocess a file would take seconds of imports each)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        tyro.cli(load_script(stem).Args, args=["--help"])
+    return set(FLAG.findall(out.getvalue()))
 
 
 @functools.cache
