@@ -552,3 +552,20 @@ def test_dqn_beside_leanrl_is_the_page_s():
     assert said, "the README's sentence on DQN beside LeanRL's"
     variants = ["baseline", "leanrl", "fast", "leanrl_fast", "compile", "leanrl_compile"]
     assert list(said.groups()) == [medians[v] for v in variants]
+
+
+def test_ppo_atari_beside_leanrl_is_the_page_s():
+    """The PPO Atari figures under the CPU table are the medians and LeanRL's range of their own page."""
+    text = " ".join(section(README.read_text(), "## Speed on a CPU").split())
+    page = ROOT / "doc" / "results" / "cpu-2core-ppo-atari-leanrl" / "results.md"
+    rows = {row["variant"]: row for row in table_rows(page.read_text())}
+    said = re.search(
+        r"PPO Atari there \(\[results\]\([^)]*\), 20,480 steps, 2 seeds\) ([\d,]+) against ([\d,]+) \(fast\) and ([\d,]+)"
+        r" against ([\d,]+) \(`--compile`: ([\d.]+)x, inside LeanRL's seed spread, ([\d–-]+);",
+        text,
+    )
+    assert said, "the README's sentence on PPO Atari beside LeanRL's"
+    medians = [rows[v]["steps/s median"] for v in ["fast", "leanrl_fast", "compile", "leanrl_compile"]]
+    assert list(said.groups()[:4]) == medians
+    assert said.group(5) == f"{number(medians[2]) / number(medians[3]):.2f}"
+    assert said.group(6).replace("-", "–") == rows["leanrl_compile"]["steps/s range"]
