@@ -3,7 +3,7 @@
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 # As in the baseline: gymnasium 1.x autoresets in NEXT_STEP mode, so the step after a done only resets the
 # env (reward 0, action ignored). That row is masked out of the losses, and a truncated episode bootstraps from
-# its true final observation (see compute_gae), where CleanRL's code would be off by one step.
+# its true final observation (see compute_gae); CleanRL's loop was written for the older same-step autoreset.
 import math
 import os
 import random
@@ -206,8 +206,7 @@ def explained_variance(values, returns, w):
 
 
 def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES a replay overwrites the last one's outputs: mark a new step,
-    return clones."""
+    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
     if args.compile_mode not in GRAPH_MODES:
         return fn
@@ -220,8 +219,7 @@ def compiled(fn, args: Args, **kwargs):
 
 
 def adam_settings(args: Args, device: torch.device) -> dict:
-    # Speed: Adam in its fastest form for each mode: plain under --compile (inductor fuses it), capturable and
-    # multi-tensor under CUDA graphs alone (the step count stays on the GPU), fused in eager (doc/tricks.md)
+    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if args.compile:
         return {}
     if args.cudagraphs and device.type == "cuda":
@@ -519,24 +517,17 @@ def check_args(args: Args):
         # registered but not made here (a missing dependency, a module that failed to import)
         sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
     if not continuous:
-        sys.exit(
-            f"error: --env-id: {args.env_id}: this PPO needs a gymnasium environment with continuous (Box) actions,"
-            " such as HalfCheetah-v4"
-        )
+        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs continuous (Box) actions, as HalfCheetah-v4 has")
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
     check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "gamma gae_lambda", lambda v: 0 <= v <= 1, "in [0, 1]")
     check(args, "num_envs num_steps num_minibatches update_epochs", lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
-    batch = args.num_envs * args.num_steps
-    # one rollout
+    batch = args.num_envs * args.num_steps  # one rollout
     check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
-    if batch % args.num_minibatches or batch < 2 * args.num_minibatches:
-        sys.exit(
-            f"error: --num-minibatches: must cut the batch --num-envs x --num-steps = {batch}"
-            " into equal minibatches of 2 rows or more"
-        )
+    minibatches = f"a divisor of the batch --num-envs x --num-steps ({batch}) leaving 2 rows or more a minibatch"
+    check(args, "num_minibatches", lambda v: batch % v == 0 and batch >= 2 * v, minibatches)
     check_fast_flags(args)  # (its warnings after every error above)
     model = check_run_flags(args, "ppo_continuous_action")
     if model:  # useless without its observation statistics (CleanRL #425)
@@ -545,15 +536,12 @@ def check_args(args: Args):
         stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
         stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
         if not stats_ok:
-            sys.exit(
-                f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} observations"
-            )
+            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} inputs")
     return model
 
 
 def check_run_flags(args, agent):
-    """What every file checks alike, after its own flags: --resume or --eval-model, whose file is read here (once: it
-    is returned), and without CUDA the CPU, with a warning. (--resume's checkpoint is read once, by start_run.)"""
+    """What every file checks after its own flags: --resume or --eval-model (whose file is read once, here), CUDA."""
     if args.resume and args.eval_model:
         sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
     model = None
@@ -615,8 +603,7 @@ def evaluate(args, act, video_dir):
 
 
 def load_model(args, agent):
-    """--eval-model: the saved file, checked to hold this pair's agent for --env-id (check_args asks before any work,
-    so a bad file leaves no run folder)."""
+    """--eval-model's file, checked to hold this pair's agent for --env-id: a bad file ends the run before any work."""
     try:
         saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
         if saved["agent"] != agent or saved["env_id"] != args.env_id:
@@ -629,8 +616,7 @@ def load_model(args, agent):
 
 @contextlib.contextmanager
 def envs_ignore_signals():
-    """Envs made inside leave Ctrl-C, SIGTERM and SIGUSR1 to this process (--async-envs workers inherit what is set
-    here), which stops at the end of a step, saves the workers' envs in its checkpoint, then closes them."""
+    """Envs made inside (--async-envs workers too) leave Ctrl-C, SIGTERM and SIGUSR1 to this process, which saves them."""
     handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     try:
         yield
@@ -683,8 +669,7 @@ def env_physics(env):  # a MuJoCo env's (model, data), None for another env
 
 
 def layer_state(layer):
-    """What a wrapper or an env keeps between steps: its numbers, arrays, flags, random streams, running statistics and
-    episode queues (its spaces, functions and inner env are made anew alike)."""
+    """What a wrapper or an env keeps between steps: numbers, arrays, random streams, running statistics, queues."""
     state = {}
     for name, value in vars(layer).items():
         if isinstance(value, (bool, int, float, str, np.ndarray)):
@@ -714,8 +699,7 @@ def set_layer_state(layer, state):
 
 
 def env_state(envs):
-    """The vector env's state: its wrappers' (in this process), each env's (get_attr reaches the workers too), and the
-    random stream of the action space the loop samples from."""
+    """The vector env's wrappers, each env (get_attr reaches the workers too), the action space's random stream."""
     layers, env = [], envs
     while isinstance(env, gym.vector.VectorWrapper):
         layers.append(layer_state(env))
@@ -737,13 +721,9 @@ def set_env_state(envs, state, pending_resets):  # NEXT_STEP: the envs whose nex
 
 
 def start_run(args, run_dir, columns):
-    """Before any work: the flags checked (check_args: one line naming a bad one), --resume's checkpoint read and its
-    metrics.csv cut back to it. Then the run folder, its metrics.csv with these columns (one string), and the signals
-    caught (ask_to_stop)."""
+    """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
     model = check_args(args)
-    saved = None
-    if args.resume:
-        saved = resume(args)
+    saved = resume(args) if args.resume else None
     return Run(args, saved, model).open(run_dir, columns.split())
 
 
@@ -754,8 +734,7 @@ def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is
 
 
 class Run:
-    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, and how the
-    run ends (status: finished, diverged, interrupted, terminated, failed)."""
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
     def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
         self.args, self.start = args, time.time()
@@ -781,7 +760,7 @@ class Run:
                 self.wandb = wandb.init(
                     project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
                 )
-            os.makedirs(run_dir, exist_ok=True)  # as CleanRL: a second's runs share it
+            os.makedirs(run_dir, exist_ok=True)  # (as in CleanRL: one second's runs share it)
         except (ImportError, OSError) as e:
             flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
             sys.exit(f"error: {flag}")
@@ -796,8 +775,7 @@ class Run:
         return self
 
     def load_weights(self, module):
-        """--eval-model's weights (check_run_flags read the file) into `module` in place, where compiled and captured
-        functions read them; the file. Weights that do not fit end the run here, in one line."""
+        """--eval-model's weights into `module`, in place (compiled functions read them), or one line; the file."""
         try:
             module.load_state_dict(self.model["model"])
         except Exception as e:
@@ -806,8 +784,7 @@ class Run:
         return self.model
 
     def restore(self, learned, envs):
-        """--resume: the parts the loop learns or fills, the envs and the random streams put back as the checkpoint
-        has them; the checkpoint, for main to take its loop's values from (None for a new run)."""
+        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
         if self.saved:
             load_states(learned, self.saved["learned"])
             # NEXT_STEP: next_done, the envs whose next step is a reset
@@ -816,8 +793,7 @@ class Run:
         return self.saved
 
     def checkpoint(self, global_step, learned, envs, **loop):
-        """checkpoint.pt every --checkpoint-interval env steps, and before a signal stops the run (Ctrl-C, SIGTERM,
-        SIGUSR1: ask_to_stop); True if the loop must stop here. loop: the loop's own values, by name."""
+        """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
         if checkpoint_due(self, global_step):
             save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
         if self.stopping:
@@ -826,8 +802,7 @@ class Run:
 
     @contextlib.contextmanager
     def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once; so does a lost env worker (--async-envs), as a failure,
-        which keeps what ran. Then the envs close."""
+        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
         try:
             yield
         except KeyboardInterrupt:
@@ -881,18 +856,17 @@ class Run:
 
     def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
         self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        status = self.status
         self.bar.close()
-        if args.save_model and status != "diverged":  # what is needed to act, and whence
+        if args.save_model and self.status != "diverged":  # what is needed to act, and whence
             save(self, dict(model, env_id=args.env_id), "model.pt")
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and status == "finished"
+            self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
                 evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            status = self.stopping or "interrupted"
+            self.status = self.stopping or "interrupted"
         self.evaluating = False
-        if status == "finished":  # a finished run goes on no more: its checkpoint goes
+        if self.status == "finished":  # a finished run goes on no more: its checkpoint goes
             pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
         self.writer.close()
         script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
@@ -900,7 +874,7 @@ class Run:
         summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
         summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        summary["status"] = "evaluated" if evals and args.eval_model else status
+        self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
         if evals:
             summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
@@ -910,25 +884,20 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        self.status = summary["status"]
-        return summary["status"]
+        return self.status
 
 
-# Checkpoints. checkpoint.pt holds what the loop needs to go on: written every --checkpoint-interval env steps and when
-# Ctrl-C, SIGTERM or SIGUSR1 stops the run, whole (a kill mid-write leaves the last one); --resume goes on from it and
-# computes what the unstopped run would have. The flags a resumed run may change:
+# Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # 1 kept numpy's arrays as tensors, and replay buffers by their attributes
-# numpy's arrays and scalars (the envs' states, random streams), which torch.load(weights_only=True) reads only when
-# told: building them runs no code
+CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+# numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
 def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM (kill, Slurm's time limit) or SIGUSR1 (Slurm's warning before it): the loop stops at the end of
-    its step or iteration, a checkpoint written first. At a second Ctrl-C, or during the evaluation: at once."""
+    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first; a second Ctrl-C at once."""
     again = run.stopping == "interrupted" and signum == signal.SIGINT
     run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
     if again or run.evaluating:
@@ -936,8 +905,7 @@ def ask_to_stop(run, signum, frame):
 
 
 def so_far(run, global_step):
-    """The run up to global_step, as a checkpoint keeps it: its episodes, wall time, warm-up, and its steps and seconds
-    after the burn-in of each part (a resumed run is made of parts, and each compiles and captures anew)."""
+    """The run up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
     if run is None:  # a new run
         return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
     (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
@@ -950,8 +918,7 @@ def so_far(run, global_step):
 
 
 def states(parts):
-    """What a checkpoint keeps of the parts the loop learns or fills: a tensor, or the state_dict of a network, an
-    optimizer or a replay buffer. (Functions are made anew.)"""
+    """What a checkpoint keeps of each learned part: a tensor, or the state_dict of a network, optimizer or buffer."""
     return {name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict() for name, part in parts.items()}
 
 
@@ -977,8 +944,7 @@ def checkpoint_due(run, global_step):
 
 
 def save_checkpoint(run, global_step, **content):
-    """checkpoint.pt: what main gives (the states, envs and counters it goes on from), the run so far, and the random
-    streams."""
+    """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
     content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
     content.update(version=CHECKPOINT_VERSION)
     save(run, content, "checkpoint.pt")
@@ -1011,8 +977,7 @@ def set_random_streams(streams):
 
 
 def load_checkpoint(args):
-    """--resume: the folder's checkpoint.pt, checked to be this script's, of a run with these flags but for the budget
-    and the logging and output flags; else one line that says why, before any work. Memory-mapped: read as used."""
+    """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
     try:
         with torch.serialization.safe_globals(NUMPY):
             path = os.path.join(args.resume, "checkpoint.pt")
@@ -1027,9 +992,7 @@ def load_checkpoint(args):
     for name, value in saved["args"].items():
         if name not in RESUMABLE and getattr(args, name, value) != value:
             flag = f"--{name.replace('_', '-')}"
-            sys.exit(
-                f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only a budget or output may change)"
-            )
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (a budget or output may change)")
     return saved
 
 

@@ -146,7 +146,7 @@ def test_bad_input_cli(tmp_path, script):
     assert not (tmp_path / "runs").exists()
     proc, _ = run_script(script, "--num-envs", 3, "--num-steps", 5, "--num-minibatches", 2, tmp_path=tmp_path, expect_ok=False)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [
-        "error: --num-minibatches: must divide the batch --num-envs x --num-steps = 15, got 2"
+        "error: --num-minibatches: must be a divisor of the batch --num-envs x --num-steps (15), got 2"
     ]
 
 
