@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import tyro
 from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors
@@ -337,12 +338,21 @@ BAD = [
     ],
 )
 def test_bad_input_fails_with_one_line(script, tmp_path):
+    """Each bad input ends check_args with one line naming the flag; the first also from the command line, where it
+    exits non-zero before any work (one process a file: the others are the same path, checked in this one)."""
+    flags, flag, words = BAD[0]
+    proc, _ = run_script(script, *flags, tmp_path=tmp_path, expect_ok=False, timeout=120)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}:") and words in lines[0], proc.stderr[-800:]
+    assert not (tmp_path / "runs").exists()  # failed before any work
+    module = load_script(script)
     for flags, flag, words in BAD:
-        proc, _ = run_script(script, *flags, tmp_path=tmp_path, expect_ok=False, timeout=120)
-        assert proc.returncode != 0
-        lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("error:")]
-        assert len(lines) == 1 and lines[0].startswith(f"error: {flag}:") and words in lines[0], proc.stderr[-800:]
-        assert not (tmp_path / "runs").exists()  # failed before any work
+        args = tyro.cli(module.Args, args=[str(f) for f in flags])
+        with pytest.raises(SystemExit) as e:
+            module.check_args(args)
+        line = str(e.value.code)
+        assert line.startswith(f"error: {flag}:") and words in line and "\n" not in line, line
 
 
 @pytest.mark.parametrize("algo,overrides", [("sac", {}), ("sac", {"autotune": False}), ("td3", {})])
