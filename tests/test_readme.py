@@ -569,3 +569,19 @@ def test_ppo_atari_beside_leanrl_is_the_page_s():
     assert list(said.groups()[:4]) == medians
     assert said.group(5) == f"{number(medians[2]) / number(medians[3]):.2f}"
     assert said.group(6).replace("-", "–") == rows["leanrl_compile"]["steps/s range"]
+
+
+def test_the_cpu_quick_start_s_time_is_the_usage_page_s():
+    """Get started on a CPU: the time it gives its SAC command is the one the usage page recorded for that command."""
+    started = " ".join(section(README.read_text(), "### On a CPU").split())
+    said = re.search(
+        r"for ([\d,]+) steps \((\d+) s on a 2-core CPU, \[timed\]\(doc/usage\.md#install-and-versions\)\)", started
+    )
+    assert said, "the CPU quick start's time and its link"
+    page = " ".join((ROOT / "doc" / "usage.md").read_text().split())
+    recorded = re.search(r"--total-timesteps (\d+) --learning-starts (\d+)`\) took (\d+) s from start to exit", page)
+    assert recorded and f"{int(recorded.group(1)):,}" == said.group(1) and recorded.group(3) == said.group(2)
+    command = re.search(
+        r"python (scripts/sac_continuous_action_torchcompile\.py [^\n`]*)", section(README.read_text(), "### On a CPU")
+    )
+    assert f"--total-timesteps {recorded.group(1)} --learning-starts {recorded.group(2)}" in command.group(1)
