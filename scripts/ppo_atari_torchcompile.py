@@ -521,8 +521,14 @@ def check_run_flags(args, agent):
     if args.resume and args.eval_model:
         sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
     model = None
-    if args.eval_model:  # evaluation only, no training (a bad file ends the run here)
-        model = load_model(args, agent)
+    if args.eval_model:  # evaluation only: the file holds this pair's agent for --env-id
+        try:
+            model = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+            if model["agent"] != agent or model["env_id"] != args.env_id:
+                raise ValueError(f"it holds a {model['agent']} agent for {model['env_id']}")
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
         args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
     if args.cuda and not torch.cuda.is_available():
         print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
@@ -562,18 +568,6 @@ def evaluate(args, act, video_dir=None):  # envpool renders no video
         returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
     env.close()
     return returns
-
-
-def load_model(args, agent):
-    """--eval-model's file, checked to hold this pair's agent for --env-id: a bad file ends the run before any work."""
-    try:
-        saved = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-        if saved["agent"] != agent or saved["env_id"] != args.env_id:
-            raise ValueError(f"it holds a {saved['agent']} agent for {saved['env_id']}")
-        return saved
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
 
 
 def env_state(envs):

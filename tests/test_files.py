@@ -39,7 +39,7 @@ FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") a
 # None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
 EVERY_FILE = ["check_run_flags", "start_run", "check", "Run", "RESUMABLE", "CHECKPOINT_VERSION", "NUMPY", "ask_to_stop"]
 EVERY_FILE += ["so_far", "states", "load_states", "checkpoint_due", "save_checkpoint", "save", "random_streams"]
-EVERY_FILE += ["set_random_streams", "load_checkpoint", "resume", "load_model"]
+EVERY_FILE += ["set_random_streams", "load_checkpoint", "resume"]
 APPENDIX = [*EVERY_FILE, "silence_v4_notices", "bf16_matmuls"]
 SNAPSHOT = ["envs_ignore_signals", "Snapshot", "layer_state", "set_layer_state", "env_state", "set_env_state"]
 MUJOCO = [s for s in STEMS if s.startswith(("sac", "td3", "ppo_continuous"))]  # their default tasks are MuJoCo's
@@ -214,7 +214,7 @@ def parts(path):
 
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read
-INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "load_model", "start_run", "Run"}
+INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "start_run", "Run"}
 INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", *APPENDIX, *SNAPSHOT}
 
 
