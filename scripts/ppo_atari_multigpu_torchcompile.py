@@ -854,7 +854,8 @@ NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool
 
 
 def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first; a second Ctrl-C at once."""
+    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
+    during the evaluation, stops it at once."""
     again = run.stopping == "interrupted" and signum == signal.SIGINT
     run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
     if again or run.evaluating:
@@ -949,7 +950,7 @@ def load_checkpoint(args):
     for name, value in saved["args"].items():
         if name not in RESUMABLE and getattr(args, name, value) != value:
             flag = f"--{name.replace('_', '-')}"
-            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (a budget or output may change)")
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
     return saved
 
 

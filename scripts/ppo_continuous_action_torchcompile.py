@@ -517,7 +517,8 @@ def check_args(args: Args):
         # registered but not made here (a missing dependency, a module that failed to import)
         sys.exit(f"error: --env-id: {args.env_id} cannot be made here ({type(e).__name__}: {e})".replace("\n", " "))
     if not continuous:
-        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs continuous (Box) actions, as HalfCheetah-v4 has")
+        wanted = "a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
+        sys.exit(f"error: --env-id: {args.env_id}: this PPO needs {wanted}")
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
     check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
     check(args, "measure_burnin eval_episodes clip_coef ent_coef vf_coef", lambda v: 0 <= v < math.inf, "in [0, inf)")
@@ -526,7 +527,7 @@ def check_args(args: Args):
     check(args, "learning_rate max_grad_norm target_kl", lambda v: 0 < v < math.inf, "in (0, inf)")
     batch = args.num_envs * args.num_steps  # one rollout
     check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
-    minibatches = f"a divisor of the batch --num-envs x --num-steps ({batch}) leaving 2 rows or more a minibatch"
+    minibatches = f"a divisor of the batch --num-envs x --num-steps ({batch}) that leaves 2 or more rows per minibatch"
     check(args, "num_minibatches", lambda v: batch % v == 0 and batch >= 2 * v, minibatches)
     check_fast_flags(args)  # (its warnings after every error above)
     model = check_run_flags(args, "ppo_continuous_action")
@@ -536,7 +537,7 @@ def check_args(args: Args):
         stats_ok = isinstance(obs_rms, dict) and "count" in obs_rms
         stats_ok = stats_ok and all(getattr(obs_rms.get(k), "shape", None) == (obs_dim,) for k in ("mean", "var"))
         if not stats_ok:
-            sys.exit(f"error: --eval-model: {args.eval_model} has no observation statistics (obs_rms) for {obs_dim} inputs")
+            sys.exit(f"error: --eval-model: {args.eval_model} has no obs statistics (obs_rms) for {obs_dim} observations")
     return model
 
 
@@ -891,7 +892,8 @@ NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool
 
 
 def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first; a second Ctrl-C at once."""
+    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
+    during the evaluation, stops it at once."""
     again = run.stopping == "interrupted" and signum == signal.SIGINT
     run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
     if again or run.evaluating:
@@ -986,7 +988,7 @@ def load_checkpoint(args):
     for name, value in saved["args"].items():
         if name not in RESUMABLE and getattr(args, name, value) != value:
             flag = f"--{name.replace('_', '-')}"
-            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (a budget or output may change)")
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
     return saved
 
 

@@ -431,7 +431,8 @@ def check_args(args: Args):
     What this machine lacks falls back with a warning. The one place that changes `args`."""
     silence_v4_notices()
     if args.env_id not in gym.registry or not isinstance(gym.make(args.env_id).action_space, gym.spaces.Box):
-        sys.exit(f"error: --env-id: {args.env_id}: TD3 needs continuous (Box) actions, as HalfCheetah-v4 has")
+        wanted = "a gymnasium environment with continuous (Box) actions, such as HalfCheetah-v4"
+        sys.exit(f"error: --env-id: {args.env_id}: TD3 needs {wanted}")
     check(args, "seed", lambda v: 0 <= v < 2**31, "in [0, 2**31)")  # numpy seeds stay below 2**32
     check(args, "checkpoint_interval", lambda v: 0 <= v < math.inf, "in [0, inf)")
     non_negative = "learning_starts measure_burnin eval_episodes exploration_noise policy_noise noise_clip"
@@ -795,7 +796,8 @@ NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool
 
 
 def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first; a second Ctrl-C at once."""
+    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
+    during the evaluation, stops it at once."""
     again = run.stopping == "interrupted" and signum == signal.SIGINT
     run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
     if again or run.evaluating:
@@ -890,7 +892,7 @@ def load_checkpoint(args):
     for name, value in saved["args"].items():
         if name not in RESUMABLE and getattr(args, name, value) != value:
             flag = f"--{name.replace('_', '-')}"
-            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (a budget or output may change)")
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
     return saved
 
 

@@ -84,6 +84,11 @@ def test_short_run(script, flags, tmp_path):
 BAD = [
     pytest.param(["--num-steps", "100", "--num-minibatches", "3"], "--num-minibatches", id="minibatches-do-not-divide"),
     pytest.param(
+        ["--num-envs", "1", "--num-steps", "4", "--num-minibatches", "4", "--total-timesteps", "8"],
+        "--num-minibatches",
+        id="minibatches-of-one-row",
+    ),
+    pytest.param(
         ["--num-steps", "128", "--num-envs", "2", "--total-timesteps", "200"],
         "--total-timesteps",
         id="budget-below-one-rollout",

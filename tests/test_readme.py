@@ -569,6 +569,10 @@ def test_ppo_atari_beside_leanrl_is_the_page_s():
     assert list(said.groups()[:4]) == medians
     assert said.group(5) == f"{number(medians[2]) / number(medians[3]):.2f}"
     assert said.group(6).replace("-", "–") == rows["leanrl_compile"]["steps/s range"]
+    # doc/results/README.md's ratios for the same page
+    ratios = [f"{number(medians[0]) / number(medians[1]):.2f}x", f"{number(medians[2]) / number(medians[3]):.2f}x"]
+    listed = " ".join((ROOT / "doc" / "results" / "README.md").read_text().split())
+    assert f"ours against LeanRL's fast file, {ratios[0]} (no flags), {ratios[1]} (`--compile`" in listed, ratios
 
 
 def test_the_cpu_quick_start_s_time_is_the_usage_page_s():
@@ -579,12 +583,17 @@ def test_the_cpu_quick_start_s_time_is_the_usage_page_s():
     )
     assert said, "the CPU quick start's time and its link"
     page = " ".join((ROOT / "doc" / "usage.md").read_text().split())
-    recorded = re.search(r"--total-timesteps (\d+) --learning-starts (\d+)`\) took (\d+) s from start to exit", page)
+    recorded = re.search(
+        r"`sac_continuous_action_torchcompile\.py --env-id Pendulum-v1 --total-timesteps (\d+) --learning-starts (\d+)`\)"
+        r" took (\d+) s from start to exit",
+        page,
+    )
     assert recorded and f"{int(recorded.group(1)):,}" == said.group(1) and recorded.group(3) == said.group(2)
     command = re.search(
         r"python (scripts/sac_continuous_action_torchcompile\.py [^\n`]*)", section(README.read_text(), "### On a CPU")
     )
-    assert f"--total-timesteps {recorded.group(1)} --learning-starts {recorded.group(2)}" in command.group(1)
+    timed = f"scripts/sac_continuous_action_torchcompile.py --env-id Pendulum-v1 --total-timesteps {recorded.group(1)}"
+    assert command.group(1) == f"{timed} --learning-starts {recorded.group(2)}", command.group(1)
 
 
 def test_the_stripped_sizes_are_the_size_table_s():
