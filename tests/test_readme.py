@@ -555,24 +555,26 @@ def test_dqn_beside_leanrl_is_the_page_s():
 
 
 def test_ppo_atari_beside_leanrl_is_the_page_s():
-    """The PPO Atari figures under the CPU table are the medians and LeanRL's range of their own page."""
+    """The PPO Atari figures under the CPU table are the medians of their own page, with its seed counts and ratio, and
+    doc/results/README.md's ratios for that page are the same medians'."""
     text = " ".join(section(README.read_text(), "## Speed on a CPU").split())
     page = ROOT / "doc" / "results" / "cpu-2core-ppo-atari-leanrl" / "results.md"
     rows = {row["variant"]: row for row in table_rows(page.read_text())}
     said = re.search(
-        r"PPO Atari there \(\[results\]\([^)]*\), 20,480 steps, 2 seeds\) ([\d,]+) against ([\d,]+) \(fast\) and ([\d,]+)"
-        r" against ([\d,]+) \(`--compile`: ([\d.]+)x, inside LeanRL's seed spread, ([\d–-]+);",
+        r"PPO Atari there \(\[results\]\([^)]*\), 20,480 steps\) ([\d,]+) against ([\d,]+) \(fast, (\d) seeds\) and ([\d,]+)"
+        r" against ([\d,]+) \(`--compile`, (\d) seeds: ([\d.]+)x,",
         text,
     )
     assert said, "the README's sentence on PPO Atari beside LeanRL's"
+    fast, leanrl_fast, fast_seeds, compiled, leanrl_compiled, compile_seeds, ratio = said.groups()
     medians = [rows[v]["steps/s median"] for v in ["fast", "leanrl_fast", "compile", "leanrl_compile"]]
-    assert list(said.groups()[:4]) == medians
-    assert said.group(5) == f"{number(medians[2]) / number(medians[3]):.2f}"
-    assert said.group(6).replace("-", "–") == rows["leanrl_compile"]["steps/s range"]
-    # doc/results/README.md's ratios for the same page
+    assert [fast, leanrl_fast, compiled, leanrl_compiled] == medians
+    assert rows["fast"]["runs"] == rows["leanrl_fast"]["runs"] == f"{fast_seeds}/{fast_seeds}"
+    assert rows["compile"]["runs"] == rows["leanrl_compile"]["runs"] == f"{compile_seeds}/{compile_seeds}"
+    assert ratio == f"{number(medians[2]) / number(medians[3]):.2f}"
     ratios = [f"{number(medians[0]) / number(medians[1]):.2f}x", f"{number(medians[2]) / number(medians[3]):.2f}x"]
     listed = " ".join((ROOT / "doc" / "results" / "README.md").read_text().split())
-    assert f"ours against LeanRL's fast file, {ratios[0]} (no flags), {ratios[1]} (`--compile`" in listed, ratios
+    assert f"ours against LeanRL's fast file, {ratios[0]} (no flags, {fast_seeds} seeds), {ratios[1]} (`--compile`" in listed
 
 
 def test_the_cpu_quick_start_s_time_is_the_usage_page_s():
