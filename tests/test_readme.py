@@ -561,8 +561,8 @@ def test_ppo_atari_beside_leanrl_is_the_page_s():
     page = ROOT / "doc" / "results" / "cpu-2core-ppo-atari-leanrl" / "results.md"
     rows = {row["variant"]: row for row in table_rows(page.read_text())}
     said = re.search(
-        r"PPO Atari there \(\[results\]\([^)]*\), 20,480 steps\) ([\d,]+) against ([\d,]+) \(fast, (\d) seeds\) and ([\d,]+)"
-        r" against ([\d,]+) \(`--compile`, (\d) seeds: ([\d.]+)x,",
+        r"PPO Atari there \(\[results\]\([^)]*\), 20,480 steps\) ([\d,]+) against ([\d,]+) \(fast, (\d+) seeds\) and ([\d,]+)"
+        r" against ([\d,]+) \(`--compile`, (\d+) seeds: ([\d.]+)x,",
         text,
     )
     assert said, "the README's sentence on PPO Atari beside LeanRL's"
