@@ -6,6 +6,7 @@
 # Everything else is the core file's text; each line of this idea is marked "DDP:".
 # As in the core file: --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent; with
 # neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import ctypes
 import os
 import random
 import warnings
@@ -385,6 +386,12 @@ def main(args: Args):
     if device.type == "cpu":
         # Speed: on a CPU, convolution weights in channels-last layout, which oneDNN's convolutions prefer (doc/tricks.md)
         agent = agent.to(memory_format=torch.channels_last)
+        # Speed: glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving them
+        # back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims
+        # the heap's top (M_TRIM_THRESHOLD, -1) and takes blocks up to 32 MB, its most, from the heap (M_MMAP_THRESHOLD, -3)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 2**31 - 1)
+        libc.mallopt(-3, 32 << 20)
     ppo = make_ppo(args, agent, device)
     # DDP: the same initial parameters on every rank (made from --seed), then each rank its own draws
     if world_size > 1:

@@ -1,6 +1,7 @@
 # PPO on Atari with envpool, the fast variant of ppo_atari.py: the same algorithm, defaults and learning,
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
+import ctypes
 import os
 import random
 import warnings
@@ -349,6 +350,12 @@ def main(args: Args):
     if device.type == "cpu":
         # Speed: on a CPU, convolution weights in channels-last layout, which oneDNN's convolutions prefer (doc/tricks.md)
         agent = agent.to(memory_format=torch.channels_last)
+        # Speed: glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving them
+        # back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims
+        # the heap's top (M_TRIM_THRESHOLD, -1) and takes blocks up to 32 MB, its most, from the heap (M_MMAP_THRESHOLD, -3)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 2**31 - 1)
+        libc.mallopt(-3, 32 << 20)
     ppo = make_ppo(args, agent, device)
     # in place, so that the compiled / captured functions read the loaded weights
     if args.eval_model:  # Run: --eval-model's weights, in place
