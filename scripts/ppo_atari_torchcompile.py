@@ -352,7 +352,7 @@ def main(args: Args):
         agent = agent.to(memory_format=torch.channels_last)
         # Speed: glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving them
         # back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims
-        # the heap's top (M_TRIM_THRESHOLD, -1) and takes blocks up to 32 MB, its most, from the heap (M_MMAP_THRESHOLD, -3)
+        # the heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-1, 2**31 - 1)
         libc.mallopt(-3, 32 << 20)
