@@ -43,10 +43,12 @@ leanrl                              peer     .py
 leanrl_fast                         peer     _torchcompile.py
 leanrl_compile                      peer     _torchcompile.py           --compile
 leanrl_compile_cudagraphs           peer     _torchcompile.py           --compile --cudagraphs
+leanrl_jax                          peer     _jax.py
 '
 # The peer's variants ("peer") run LeanRL's own files (the checkout --leanrl names, in the environment --leanrl-python
 # names) through doc/leanrl.py, with the same flags, budgets and seeds as ours: LeanRL's leanrl/<algorithm>.py and
-# leanrl/<algorithm>_torchcompile.py (its Atari files are ppo_atari_envpool*.py). Only where --variants names them.
+# leanrl/<algorithm>_torchcompile.py (its Atari files are ppo_atari_envpool*.py); leanrl_jax, its JAX file for PPO Atari,
+# ppo_atari_envpool_xla_jax.py (an environment with jax, flax and optax). Only where --variants names them.
 DEFAULT_SEEDS="1,2,3"
 QUICK_SEEDS="1"
 
@@ -82,6 +84,7 @@ variant_file() { # algorithm variant: its script
     done <<<"$VARIANT_TABLE"
 }
 own_file() { # variant: true for a variant file of its own (not every algorithm has one)
+    if peer_variant "$1"; then return 1; fi
     case "$(variant_file '' "$1")" in .py | _torchcompile.py) return 1 ;; *) return 0 ;; esac
 }
 peer_variant() { # variant: true for one of the peer's (LeanRL's files)
@@ -94,6 +97,7 @@ peer_variant() { # variant: true for one of the peer's (LeanRL's files)
 peer_file() { # algorithm variant: LeanRL's file, in its checkout's leanrl/ folder
     local a=$1
     if [ "$a" = ppo_atari ]; then a=ppo_atari_envpool; fi
+    if [ "$a" = ppo_atari_envpool ] && [ "$2" = leanrl_jax ]; then a=ppo_atari_envpool_xla; fi
     variant_file "$a" "$2"
 }
 variant_help() { # default|quick|other: --help's lines for those variants

@@ -10,7 +10,8 @@ in a Python environment of their own, with LeanRL's libraries (requirements/requ
         --seed 1 --total-timesteps 8000 --measure-burnin 50 --compile
 
 or through run.sh, beside our variants (the peer's variants: leanrl, leanrl_fast, leanrl_compile,
-leanrl_compile_cudagraphs):
+leanrl_compile_cudagraphs, and for PPO Atari leanrl_jax, its JAX file ppo_atari_envpool_xla_jax.py, which needs an
+environment with jax, flax and optax and neither torch nor tensordict):
 
     ./run.sh --leanrl ../LeanRL --leanrl-python .venv-leanrl/bin/python --scripts sac_continuous_action \\
         --variants baseline,fast,compile,leanrl,leanrl_fast,leanrl_compile --seeds 1,2 --total-timesteps 8000
@@ -41,6 +42,12 @@ that cannot run without that is reported as failed, never edited:
   - `TensorDictModule` with fewer `out_keys` than the function returns: tensordict of 2024 wrote the first outputs
     and dropped the rest (a zip), 0.13 raises. LeanRL's fast SAC wraps `get_action` (action, log-prob, mean) with
     `out_keys=["action"]`; the adapter keeps the zip.
+- The JAX file (PPO Atari): its rollout steps envpool inside `jax.jit` through `envs.xla()`, whose step gives
+  gymnasium's five values where the file unpacks the old four and reads `info["TimeLimit.truncated"]`: the wrapper
+  gives those back too. No Python call sees its env steps, so the clock counts its iterations (num_envs x num_steps
+  each) as each starts. Today's flax's `TrainState` asks `"overwrite_with_gradient" in params`, which the file's
+  params (a flax struct, not a dict) cannot answer (flax 0.12.12: `TypeError: argument of type 'AgentParams' is not
+  iterable`): for such params, `create` and `apply_gradients` without that question.
 """
 
 import argparse
@@ -63,6 +70,7 @@ ALGORITHMS = {
     "td3_continuous_action": "td3_continuous_action",
     "dqn": "dqn",
 }
+JAX_FILES = {"ppo_atari_envpool_xla_jax": "ppo_atari"}  # LeanRL's JAX files that run here (jax, flax, optax)
 TENSORDICT = "0.13"  # LeanRL's pinned stack (requirements/requirements-leanrl.txt)
 
 
@@ -131,6 +139,15 @@ def adapt_envpool():
             obs, reward, terminated, truncated, info = self.envs.step(action)
             return obs, reward, np.logical_or(terminated, truncated), info
 
+        def xla(self):  # the JAX file's steps inside jax.jit: the same old API
+            handle, recv, send, step = self.envs.xla()
+
+            def old_step(handle, action):
+                handle, (obs, reward, terminated, truncated, info) = step(handle, action)
+                return handle, (obs, reward, terminated | truncated, {**info, "TimeLimit.truncated": truncated})
+
+            return handle, recv, send, old_step
+
         def close(self):
             # (envpool 1.x, made for gymnasium 1.x, goes on to gymnasium 0.29's VectorEnv.close, which reads two
             # attributes that envpool never set)
@@ -168,6 +185,46 @@ def adapt_envpool():
         gym = types.ModuleType("gym")
         gym.Wrapper, gym.spaces = Wrapper, gymnasium.spaces
         sys.modules["gym"] = gym
+
+
+def count_iterations(box):
+    """LeanRL's JAX file steps its envs inside jax.jit, where no Python call sees a step: its iterations are counted
+    instead, num_envs x num_steps env steps each, as each starts (the one before has ended: the file reads its returns
+    back from the device at the end of each)."""
+    import tqdm
+
+    class Counted(tqdm.tqdm):
+        def __iter__(self):
+            for item in super().__iter__():
+                CLOCK.step(box["args"].num_envs * box["args"].num_steps)
+                yield item
+
+    tqdm.tqdm = Counted
+
+
+def adapt_flax():
+    """Today's flax's TrainState asks `"overwrite_with_gradient" in params`, which the JAX file's params (a flax struct,
+    not a dict) cannot answer: for such params, `create` and `apply_gradients` without that question."""
+    from collections.abc import Mapping
+
+    import optax
+    from flax.training.train_state import TrainState
+
+    create, apply_gradients = TrainState.create.__func__, TrainState.apply_gradients
+
+    def old_create(cls, *, apply_fn, params, tx, **kwargs):
+        if isinstance(params, Mapping):
+            return create(cls, apply_fn=apply_fn, params=params, tx=tx, **kwargs)
+        return cls(step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs)
+
+    def old_apply_gradients(self, *, grads, **kwargs):
+        if isinstance(grads, Mapping):
+            return apply_gradients(self, grads=grads, **kwargs)
+        updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
+        params = optax.apply_updates(self.params, updates)
+        return self.replace(step=self.step + 1, params=params, opt_state=opt_state, **kwargs)
+
+    TrainState.create, TrainState.apply_gradients = classmethod(old_create), old_apply_gradients
 
 
 def adapt_tensordict():
@@ -227,19 +284,23 @@ def main():
     ours, flags = parser.parse_known_args()
     path = pathlib.Path(ours.leanrl) / "leanrl" / ours.file
     stem = path.stem.removesuffix("_torchcompile")
-    if not path.is_file() or stem not in ALGORITHMS:
-        sys.exit(f"error: {ours.file}: no such LeanRL file in {path.parent} (one of {', '.join(sorted(ALGORITHMS))})")
-    import tensordict
-
-    if not tensordict.__version__.startswith(TENSORDICT):
-        print(f"warning: tensordict {tensordict.__version__}, not LeanRL's pinned {TENSORDICT}", file=sys.stderr)
+    if not path.is_file() or (stem not in ALGORITHMS and stem not in JAX_FILES):
+        known = ", ".join(sorted([*ALGORITHMS, *JAX_FILES]))
+        sys.exit(f"error: {ours.file}: no such LeanRL file in {path.parent} (one of {known}, with _torchcompile or not)")
     stub_wandb()
-    adapt_tensordict()
     box = {}
     capture_args(box)
-    adapt_envpool() if stem == "ppo_atari_envpool" else adapt_gymnasium()
+    if stem in JAX_FILES:  # envpool's XLA step inside jax.jit; no torch, no tensordict
+        adapt_envpool()
+        adapt_flax()
+        count_iterations(box)
+    else:
+        import tensordict
 
-    import torch
+        if not tensordict.__version__.startswith(TENSORDICT):
+            print(f"warning: tensordict {tensordict.__version__}, not LeanRL's pinned {TENSORDICT}", file=sys.stderr)
+        adapt_tensordict()
+        adapt_envpool() if stem == "ppo_atari_envpool" else adapt_gymnasium()
 
     sys.argv = [str(path), *flags]
     status, error = "finished", None
@@ -251,8 +312,8 @@ def main():
         status, error = "failed", f"{type(e).__name__}: {e}".replace("\n", " ")[:500]
     end = time.time()
     args = box.get("args")
-    algorithm = ALGORITHMS[stem]
-    script = algorithm + ("_torchcompile" if path.stem.endswith("_torchcompile") else "")
+    algorithm = JAX_FILES.get(stem) or ALGORITHMS[stem]
+    script = algorithm + ("_torchcompile" if path.stem.endswith("_torchcompile") else "_jax" if stem in JAX_FILES else "")
     flags_seen = dict(
         env_id=getattr(args, "env_id", None),
         seed=getattr(args, "seed", None),
@@ -276,7 +337,18 @@ def main():
         for step, when, values in ROWS:
             cells = [values.get("speed"), values.get("episode_return"), None, round(when - CLOCK.start, 3)]
             writer.writerow([step, *cells, *[values.get(k) for k in keys]])
-    cuda = torch.cuda.is_available() and bool(getattr(args, "cuda", False))
+    if stem in JAX_FILES:  # jax's own device: a GPU where it has one
+        import jax
+
+        cuda, versions = jax.default_backend() == "gpu", dict(jax_version=jax.__version__)
+        gpu_name = jax.devices()[0].device_kind if cuda else None
+    else:
+        import tensordict
+        import torch
+
+        cuda = torch.cuda.is_available() and bool(getattr(args, "cuda", False))
+        gpu_name = torch.cuda.get_device_name() if cuda else None
+        versions = dict(torch_version=torch.__version__, tensordict_version=tensordict.__version__)
     summary = dict(
         script=script,
         algo=algorithm.split("_")[0],
@@ -284,10 +356,9 @@ def main():
         peer_file=f"leanrl/{path.name}",
         peer_commit=commit(ours.leanrl),
         device="cuda" if cuda else "cpu",
-        gpu_name=torch.cuda.get_device_name() if cuda else None,
+        gpu_name=gpu_name,
         cpu_count=os.cpu_count(),
-        torch_version=torch.__version__,
-        tensordict_version=tensordict.__version__,
+        **versions,
         world_size=1,
         global_step=CLOCK.steps,
         sps=sps,

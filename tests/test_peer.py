@@ -214,3 +214,157 @@ def test_run_sh_asks_for_the_peer_s_checkout_and_environment(tmp_path):
     proc = run_sh("--leanrl", tmp_path, "--variants", "leanrl_fast", "--out", tmp_path / "b", check=2)
     assert "needs --leanrl-python PY" in proc.stderr
     assert not (tmp_path / "b").exists()
+
+
+# LeanRL's JAX file for PPO Atari, shaped as it is: tyro's Args, a tqdm loop of iterations whose env steps no Python call
+# sees (envpool's XLA step runs inside jax.jit), flax's TrainState over a params struct that is no dict, wandb.log every
+# 10 iterations after the burn-in. jax, flax and optax are not our dependencies: stand-ins for the little the file and
+# the runner use, today's flax's `"overwrite_with_gradient" in params` included.
+STAND_IN_JAX = """
+import time
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import optax
+import tqdm
+import tyro
+import wandb
+from flax.training.train_state import TrainState
+
+
+@dataclass
+class Args:
+    env_id: str = "Breakout-v5"
+    seed: int = 1
+    total_timesteps: int = 2560
+    num_envs: int = 2
+    num_steps: int = 64
+    measure_burnin: int = 3
+
+
+class Params:  # a flax struct in LeanRL's file: it cannot answer `in`
+    def __init__(self, w):
+        self.w = w
+
+
+class SGD:
+    def init(self, params):
+        return 0
+
+    def update(self, grads, state, params):
+        return Params(-0.1 * grads.w), state + 1
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    num_iterations = args.total_timesteps // (args.num_envs * args.num_steps)
+    state = TrainState.create(apply_fn=None, params=Params(1.0), tx=SGD())
+    start_time = None
+    for iteration in tqdm.tqdm(range(1, num_iterations + 1)):
+        if iteration == args.measure_burnin:
+            start_time, burnin = time.time(), (iteration - 1) * args.num_envs * args.num_steps
+        time.sleep(0.002)  # the jitted rollout and update
+        state = state.apply_gradients(grads=Params(1.0))
+        if start_time is not None and iteration % 10 == 0:
+            speed = (iteration * args.num_envs * args.num_steps - burnin) / (time.time() - start_time)
+            wandb.log({"speed": speed, "episode_return": 0.5}, step=iteration * args.num_envs * args.num_steps)
+    assert state.step == num_iterations and abs(state.params.w - (1.0 - 0.1 * num_iterations)) < 1e-9
+"""
+STAND_IN_LIBS = {
+    "jax/__init__.py": "__version__ = 'stand-in'\ndef default_backend():\n    return 'cpu'\n",
+    "optax/__init__.py": "def apply_updates(params, updates):\n    return type(params)(params.w + updates.w)\n",
+    "flax/__init__.py": "",
+    "flax/training/__init__.py": "",
+    "flax/training/train_state.py": """
+class TrainState:  # today's flax: create and apply_gradients ask `"overwrite_with_gradient" in ...`
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def replace(self, **fields):
+        return TrainState(**{**self.__dict__, **fields})
+
+    @classmethod
+    def create(cls, *, apply_fn, params, tx, **kwargs):
+        if "overwrite_with_gradient" in params:
+            raise NotImplementedError
+        return cls(step=0, apply_fn=apply_fn, params=params, tx=tx, opt_state=tx.init(params), **kwargs)
+
+    def apply_gradients(self, *, grads, **kwargs):
+        if "overwrite_with_gradient" in grads:
+            raise NotImplementedError
+        raise AssertionError("a dict of params would go on here")
+""",
+}
+
+
+@pytest.fixture
+def jax_checkout(tmp_path):
+    """A stand-in LeanRL checkout with its PPO Atari JAX file, and a python that finds stand-ins for jax, flax, optax."""
+    folder = tmp_path / "LeanRL" / "leanrl"
+    folder.mkdir(parents=True)
+    (folder / "ppo_atari_envpool_xla_jax.py").write_text(STAND_IN_JAX)
+    for name, text in STAND_IN_LIBS.items():
+        (tmp_path / "libs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "libs" / name).write_text(text)
+    python = tmp_path / "python-jax"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "libs"} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return folder.parent, python
+
+
+def test_the_jax_file_runs_its_iterations_counted_and_flax_s_state_as_it_was(jax_checkout, tmp_path):
+    checkout, python = jax_checkout
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [python, LEANRL_PY, "--leanrl", checkout, "ppo_atari_envpool_xla_jax.py", "--output-dir", out, "--seed", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(open(proc.stdout.strip().splitlines()[-1]).read())
+    assert summary["status"] == "finished" and summary["script"] == "ppo_atari_jax" and summary["jax_version"] == "stand-in"
+    assert summary["peer_file"] == "leanrl/ppo_atari_envpool_xla_jax.py" and summary["device"] == "cpu"
+    # 20 iterations of 2 x 64 steps, the clock started at the 4th (after --measure-burnin 3, as ours count)
+    assert summary["global_step"] == 2560 and summary["sps"] > 0 and summary["warmup_s"] > 0
+    assert summary["args"]["measure_burnin"] == 3 and summary["args"]["seed"] == 2
+
+
+def test_the_jax_file_s_xla_step_gets_the_old_gym_api(monkeypatch):
+    import envpool
+
+    monkeypatch.setattr(envpool, "make", envpool.make)  # restored after the test
+    monkeypatch.setitem(sys.modules, "gym", None)
+    module = load_runner()
+    module.adapt_envpool()
+    envs = envpool.make("Breakout-v5", env_type="gym", num_envs=2, episodic_life=True, reward_clip=True, seed=1)
+
+    def step(handle, action):  # envpool 1.x's XLA step: gymnasium's five values (arrays inside jax.jit)
+        info = {"terminated": np.array([0, 1], dtype=np.int32), "reward": np.zeros(2, dtype=np.float32)}
+        return handle + 1, (
+            np.zeros((2, 4, 84, 84), np.uint8),
+            np.ones(2),
+            np.array([False, True]),
+            np.array([True, False]),
+            info,
+        )
+
+    monkeypatch.setattr(envs.envs, "xla", lambda: (0, "recv", "send", step), raising=False)
+    handle, recv, send, old_step = envs.xla()
+    handle, (obs, reward, done, info) = old_step(handle, np.zeros(2, dtype=np.int32))
+    assert handle == 1 and done.tolist() == [True, True] and info["TimeLimit.truncated"].tolist() == [True, False]
+    assert info["terminated"].tolist() == [0, 1] and obs.shape == (2, 4, 84, 84)
+    envs.close()
+
+
+def test_run_sh_runs_leanrl_s_jax_file_for_ppo_atari(jax_checkout, tmp_path):
+    checkout, python = jax_checkout
+    out = tmp_path / "bench"
+    run_sh(
+        "--leanrl", checkout, "--leanrl-python", python, "--scripts", "ppo_atari", "--variants", "leanrl_jax",
+        "--seeds", "1", "--total-timesteps", 1280, "--out", out, "--", "--measure-burnin", 2, check=0,
+    )  # fmt: skip
+    (run,) = read_results(out)
+    assert (run["variant"], run["status"]) == ("leanrl_jax", "finished")
+    assert "ppo_atari_envpool_xla_jax.py" in (out / "runs.tsv").read_text()
