@@ -207,8 +207,11 @@ def adapt_flax():
     not a dict) cannot answer: for such params, `create` and `apply_gradients` without that question."""
     from collections.abc import Mapping
 
-    import optax
-    from flax.training.train_state import TrainState
+    try:
+        import optax
+        from flax.training.train_state import TrainState
+    except ImportError:  # no flax here: the file's own import fails, and is recorded so
+        return
 
     create, apply_gradients = TrainState.create.__func__, TrainState.apply_gradients
 
@@ -338,9 +341,12 @@ def main():
             cells = [values.get("speed"), values.get("episode_return"), None, round(when - CLOCK.start, 3)]
             writer.writerow([step, *cells, *[values.get(k) for k in keys]])
     if stem in JAX_FILES:  # jax's own device: a GPU where it has one
-        import jax
+        try:
+            import jax
 
-        cuda, versions = jax.default_backend() == "gpu", dict(jax_version=jax.__version__)
+            cuda, versions = jax.default_backend() == "gpu", dict(jax_version=jax.__version__)
+        except ImportError:  # the file failed for want of jax (recorded below)
+            cuda, versions = False, dict(jax_version=None)
         gpu_name = jax.devices()[0].device_kind if cuda else None
     else:
         import tensordict

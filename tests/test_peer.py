@@ -368,3 +368,10 @@ def test_run_sh_runs_leanrl_s_jax_file_for_ppo_atari(jax_checkout, tmp_path):
     (run,) = read_results(out)
     assert (run["variant"], run["status"]) == ("leanrl_jax", "finished")
     assert "ppo_atari_envpool_xla_jax.py" in (out / "runs.tsv").read_text()
+
+
+def test_the_jax_file_without_jax_is_recorded_failed(jax_checkout, tmp_path):
+    checkout, _ = jax_checkout  # this environment's python: no jax, flax or optax
+    proc, summary, _ = run_peer(checkout, "ppo_atari_envpool_xla_jax.py", tmp_path=tmp_path)
+    assert proc.returncode == 1 and summary["status"] == "failed" and "No module named" in summary["error"]
+    assert summary["jax_version"] is None and "error: LeanRL's ppo_atari_envpool_xla_jax.py failed here" in proc.stderr
