@@ -131,11 +131,11 @@ def main():
             )
         )
     rate = statistics.median(r["steps_per_s"] for r in repeats)
-    how = dict(
-        sync="synchronous steps",
-        async_=f"async, batches of {args.batch_size}",
-        pools=f"two pools of {args.num_envs // 2} in turn",
-    )["async_" if args.mode == "async" else args.mode]
+    how = {
+        "sync": "synchronous steps",
+        "async": f"async, batches of {args.batch_size}",
+        "pools": f"two pools of {args.num_envs // 2} in turn",
+    }[args.mode]
     lives = ", no episodic life" if args.no_episodic_life else ""
     threads = f", {args.threads} threads" if args.threads else ""
     print(f"# envpool alone: {args.env_id}, {args.num_envs} envs, random actions, {how}{threads}{lives}\n")
