@@ -5,6 +5,7 @@ wandb.log with its `speed` and `episode_return`), in this environment."""
 
 import importlib.util
 import json
+import signal
 import subprocess
 import sys
 
@@ -375,3 +376,24 @@ def test_the_jax_file_without_jax_is_recorded_failed(jax_checkout, tmp_path):
     proc, summary, _ = run_peer(checkout, "ppo_atari_envpool_xla_jax.py", tmp_path=tmp_path)
     assert proc.returncode == 1 and summary["status"] == "failed" and "No module named" in summary["error"]
     assert summary["jax_version"] is None and "error: LeanRL's ppo_atari_envpool_xla_jax.py failed here" in proc.stderr
+
+
+def test_the_jax_file_s_run_is_not_lost_to_a_crash_in_the_interpreter_s_teardown(jax_checkout, tmp_path):
+    # envpool's XLA handle and jax's runtime segfaulted once in the teardown after the file had finished (exit 139):
+    # a stand-in jax that does the same at exit. The runner leaves without the teardown once the summary is written.
+    checkout, python = jax_checkout
+    libs = tmp_path / "libs"  # the fixture's stand-ins
+    crash = "import atexit, os, signal\natexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))\n"
+    (libs / "jax" / "__init__.py").write_text((libs / "jax" / "__init__.py").read_text() + crash)
+    control = subprocess.run([python, "-c", "import jax"], capture_output=True, timeout=60)
+    assert control.returncode == -signal.SIGSEGV  # the stand-in crashes a plain process at exit
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [python, LEANRL_PY, "--leanrl", checkout, "ppo_atari_envpool_xla_jax.py", "--output-dir", out],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(open(proc.stdout.strip().splitlines()[-1]).read())
+    assert summary["status"] == "finished" and summary["global_step"] == 2560
