@@ -36,6 +36,16 @@ QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, pa
 }
 
 
+def pytest_configure(config):
+    # Asked for the GPU tests where there is no GPU: say so and run nothing, here, before pytest-xdist's workers start
+    # (an error raised in a worker's collection crashes it: an INTERNALERROR, not this line).
+    if selects_gpu(config.option.markexpr):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(f"-m {config.option.markexpr!r} selects the gpu tests, but CUDA is not available here")
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
@@ -47,8 +57,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(slow)
     if torch.cuda.is_available():
         return
-    if selects_gpu(config.option.markexpr):  # asked for the GPU tests where there is no GPU: say so, run nothing
-        raise pytest.UsageError(f"-m {config.option.markexpr!r} selects the gpu tests, but CUDA is not available here")
     skip = pytest.mark.skip(reason="needs CUDA")
     for item in items:
         if "gpu" in item.keywords:

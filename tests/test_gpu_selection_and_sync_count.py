@@ -29,7 +29,8 @@ def test_selecting_the_gpu_tests_without_cuda_fails_loudly():
         text=True,
         timeout=300,
     )
-    assert proc.returncode != 0 and "CUDA is not available here" in proc.stdout + proc.stderr, proc.stdout[-1000:]
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-1000:]
+    assert "CUDA is not available here" in proc.stdout + proc.stderr, proc.stdout[-1000:]
     assert [selects_gpu(e) for e in ["", "gpu", "gpu and not compile", "not gpu", "compile", "not gpu and not compile"]] == [
         False,
         True,
