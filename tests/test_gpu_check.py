@@ -112,6 +112,7 @@ def test_part_1_runs_what_its_time_allows_and_says_what_it_skipped(tmp_path):
     assert f"commit: {commit.stdout.strip()}" in machine and "LeanRL: 8dbb633" in machine and "cuda: False" in machine
     assert "part: 1; budget: 60 s; dry: 1" in machine
     assert proc.stdout.rstrip().endswith(lines[-1]) and lines[-1].startswith("- part 1: ")
+    assert lines[-1].endswith(" s of 60; every step that ran exited 0"), lines[-1]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert {"part1/summary.md", "part1/machine.txt", "part1/logs/envpool.log", "part1/envpool/rate.json"} <= set(names)
@@ -123,3 +124,22 @@ def test_part_1_without_cuda_stops_at_once_unless_dry(tmp_path):
     proc = check("1", tmp_path / "part1", deps=deps)
     assert proc.returncode == 2 and "no CUDA here: stop (--dry runs the check without it)" in proc.stderr, proc.stderr
     assert "cuda: False" in (tmp_path / "part1" / "machine.txt").read_text()
+
+
+def test_the_gap_runner_runs_the_fast_file_with_a_cached_env_step_and_tf32(tmp_path):
+    # the fast PPO Atari file, unchanged, through doc/maintainers/ppo_atari_gap.py: envpool's step answered from the
+    # first result (called once for real), float32 matrix products in TF32, its steps/s from its summary
+    flags = ["--total-timesteps", 2048, "--num-envs", 4, "--num-steps", 128, "--measure-burnin", 1, "--output-dir", tmp_path]
+    proc = subprocess.run(
+        [sys.executable, ROOT / "doc" / "maintainers" / "ppo_atari_gap.py", "--cached-env", "--tf32", "--", *map(str, flags)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-3:-1] == ["float32 matrix products at the end: high precision", "env steps: 512 calls, 1 of them real"]
+    (summary,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/summary.json")]
+    sps = f"{summary['sps']:.1f}"
+    assert lines[-1] == f"PPO Atari fast file with a cached env step and TF32: {sps} steps/s (finished)", lines[-1]
+    assert summary["status"] == "finished" and summary["global_step"] == 2048

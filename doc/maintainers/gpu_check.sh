@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU check in two commands of at most 9 minutes each (doc/maintainers/gpu-check.md, "The GPU check in two
-# commands"): PPO Atari beside LeanRL's PyTorch and JAX files, envpool's own rate, the gpu tests, then the other
-# algorithms beside LeanRL's while time remains.
+# The GPU check in two commands of at most 9 minutes each (doc/maintainers/gpu-check.md, "The check of today's code
+# in two commands"): PPO Atari beside LeanRL's PyTorch and JAX files, envpool's own rate, the gpu tests, where our PPO
+# Atari loop spends its time, then the other algorithms beside LeanRL's while time remains.
 #
 #   doc/maintainers/gpu_check.sh pack --leanrl DIR       on a machine with network, before: fills .gpu-deps/
 #   doc/maintainers/gpu_check.sh 1 DIR [options]         the PPO Atari side by side and envpool's rate
-#   doc/maintainers/gpu_check.sh 2 DIR [options]         the baselines, the gpu tests, then the other algorithms
+#   doc/maintainers/gpu_check.sh 2 DIR [options]         the baselines, the gpu tests, where our PPO Atari loop
+#                                                        spends its time, then the other algorithms
 #
 # Options of 1 and 2:
 #   --budget-s S      the command's own time, in seconds (default 510): a step starts only if the time it needs is
@@ -114,7 +115,7 @@ case "$1" in 1 | 2) PART=$1 ;; *) die "the first argument is pack, 1 or 2, not '
 DIR=${2:-}
 [ -n "$DIR" ] && [ "${DIR#-}" = "$DIR" ] || die "$PART DIR: the folder to write into"
 shift 2
-BUDGET=510 ARCHIVE="" DRY=0 BASELINES=0
+BUDGET=510 ARCHIVE="" DRY=0 BASELINES=0 FAILED=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --budget-s) [[ ${2:-} =~ ^[0-9]+$ ]] && [ "$2" -ge 60 ] || die "--budget-s: seconds, 60 or more, not '${2:-}'"; BUDGET=$2 && shift 2 ;;
@@ -199,8 +200,9 @@ step() { # step NAME NEED KEEP COMMAND...: runs if NEED s are left after KEEP s 
     timeout -k 15 "$left" "$@" >>"$DIR/logs/$name.log" 2>&1
     rc=$?
     echo "- $name: exit $rc$( ((rc == 124 || rc == 137)) && echo " (cut at $left s)"), $((SECONDS - t)) s" | tee -a "$DIR/summary.md"
+    [ $rc = 0 ] || FAILED+=" $name"
     # its results: run.sh's line per run, pytest's outcome, envpool's rate per mode and the PPO runs as fractions of it
-    grep -h 'collected\|runs (\|finished in\|failed\|passed\|FAILED\|ERROR\|error\|^# envpool\|^Median\|^| [a-z_]* | [0-9,]* | [0-9]*%' \
+    grep -h 'collected\|^PPO Atari fast file\|^float32\|^env steps\|runs (\|finished in\|failed\|passed\|FAILED\|ERROR\|error\|^# envpool\|^Median\|^| [a-z_]* | [0-9,]* | [0-9]*%' \
         "$DIR/logs/$name.log" | grep -v '^\[\|^tests/' | tail -"${SUMMARY_LINES:-12}" | cut -c1-240 | sed 's/^/    /' | tee -a "$DIR/summary.md"
     pack_dir
     LAST=$rc
@@ -211,7 +213,9 @@ if [ $DRY = 1 ]; then # budgets for a 2-core CPU: every step runs, in minutes
 else
     PPO=(--total-timesteps 102400 -- --measure-burnin 2) RATE="--repeats 2 --batches 2000"
 fi
-export T DIR RATE O=$DIR/ppo-atari
+GAP="--total-timesteps 20480 --measure-burnin 2"
+[ $DRY = 1 ] && GAP="--total-timesteps 3072 --measure-burnin 1"
+export T DIR RATE GAP O=$DIR/ppo-atari
 
 envpool_modes() { # envpool alone, the same 8 Breakout envs: synchronous (each PPO Atari run as a fraction of it), each mode
     local m results=()
@@ -248,7 +252,17 @@ else
     fi
     WORKERS=$(($(nproc) < 12 ? $(nproc) : 12))
     step pytest-gpu 120 0 "$T/bin/python-ours" -m pytest -n "$WORKERS" -m gpu -ra -p no:cacheprovider --durations=25
-    echo "    (pytest-xdist, $WORKERS workers)" >>"$DIR/summary.md"
+    [ "$LAST" = skipped ] || echo "    (pytest-xdist, $WORKERS workers)" >>"$DIR/summary.md"
+    # Where our PPO Atari loop's time goes: the fast file with envpool's step answered from one recorded result (the
+    # ceiling of the GPU and Python work), then with TF32 matrix products, as LeanRL's file has them
+    gap_runs() {
+        local flags
+        for flags in --cached-env --tf32; do
+            # shellcheck disable=SC2086
+            "$T/bin/python-ours" doc/maintainers/ppo_atari_gap.py $flags -- --compile --cudagraphs $GAP --output-dir "$DIR/gap"
+        done
+    }
+    SUMMARY_LINES=6 step ppo-atari-gap 80 0 gap_runs
     # The CPU table's budgets (doc/results/cpu-2core): ours and LeanRL's fast files with --compile --cudagraphs, and
     # DQN's baseline; each algorithm only if the time it needs on an H100 is left.
     for spec in "sac_continuous_action 8000 50 90 1200" "td3_continuous_action 27000 50 100 1200" \
@@ -268,7 +282,10 @@ else
             --variants "$variants" --seeds 1 --total-timesteps "$steps" --out "$DIR/$algo" -- --measure-burnin "$burnin" "${extra[@]}"
     done
 fi
-echo "- part $PART: $((SECONDS - START)) s of $BUDGET" | tee -a "$DIR/summary.md"
+ended="every step that ran exited 0"
+[ -z "$FAILED" ] || ended="steps that failed:$FAILED"
+echo "- part $PART: $((SECONDS - START)) s of $BUDGET; $ended" | tee -a "$DIR/summary.md"
 pack_dir
 echo
 cat "$DIR/summary.md"
+[ -z "$FAILED" ] # exit 1 where a step failed
