@@ -44,6 +44,9 @@ def check(*args, deps, timeout=300):
         (["1", "--dry"], "1 DIR: the folder to write into"),
         (["1", "{new}", "--budget-s", "30"], "--budget-s: seconds, 60 or more, not '30'"),
         (["1", "{new}", "--budget-s"], "--budget-s: seconds, 60 or more, not ''"),
+        (["1", "{new}", "--budget-s", "0600"], "--budget-s: seconds, 60 or more, not '0600'"),
+        (["1", "{new}", "--only", "dqn"], "--only dqn: not a step of part 1 (ppo-atari-seed1, ppo-atari-seed2, envpool,"),
+        (["1", "{new}", "--archive", "{new}/x/a.tgz"], "--archive {new}/x/a.tgz: no folder {new}/x"),
         (["1", "{new}", "--baselines"], "--baselines: an option of part 2"),
         (["2", "{new}", "--fast"], "unknown option --fast"),
         (["1", "{full}"], "holds an earlier check: give a new folder"),
@@ -57,6 +60,9 @@ def check(*args, deps, timeout=300):
         "option-for-dir",
         "budget",
         "budget-value",
+        "budget-octal",
+        "only",
+        "archive",
         "baselines",
         "option",
         "full",
@@ -69,8 +75,10 @@ def test_bad_input_fails_with_one_line(args, error, tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "summary.md").write_text("an earlier check\n")
     args = [a.format(new=tmp_path / "new", full=tmp_path / "full") for a in args]
-    proc = check(*args, deps=tmp_path / "no-deps")
+    deps = stand_in_deps(tmp_path / "deps") if "--archive" in args else tmp_path / "no-deps"
+    proc = check(*args, deps=deps)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    error = error.format(new=tmp_path / "new")
     assert proc.stderr.startswith("gpu_check.sh: error: ") and error in proc.stderr, proc.stderr
     assert not (tmp_path / "new").exists()
 
@@ -81,11 +89,12 @@ def test_help_says_how_to_run_both_parts(tmp_path):
     assert "--budget-s" in proc.stdout and "--dry" in proc.stdout and "set -uo" not in proc.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the machine record differs")
 def test_part_1_runs_what_its_time_allows_and_says_what_it_skipped(tmp_path):
     deps = stand_in_deps(tmp_path / "deps")
-    out, archive = tmp_path / "check" / "part1", tmp_path / "check" / "gpu-check-1.tgz"
-    # 60 s: the PPO Atari runs need 150 and 120 s beside the 40 kept for envpool, the baselines 150: only envpool runs
-    proc = check("1", out, "--dry", "--budget-s", 60, "--archive", archive, deps=deps, timeout=600)
+    out, archive = tmp_path / "check" / "part1", tmp_path / "gpu-check-1.tgz"
+    # 100 s: the PPO Atari runs need 150 and 120 s beside the 40 kept for envpool, the baselines 150: only envpool runs
+    proc = check("1", out, "--dry", "--budget-s", 100, "--archive", archive, deps=deps, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = (out / "summary.md").read_text()
     lines = summary.splitlines()
@@ -110,12 +119,13 @@ def test_part_1_runs_what_its_time_allows_and_says_what_it_skipped(tmp_path):
     assert figures["mode"] == "pools" and figures["batches"] == 100 and figures["rate"] > 0
     machine = (out / "machine.txt").read_text()
     assert f"commit: {commit.stdout.strip()}" in machine and "LeanRL: 8dbb633" in machine and "cuda: False" in machine
-    assert "part: 1; budget: 60 s; dry: 1" in machine
+    assert "part: 1; budget: 100 s; dry: 1" in machine
     assert proc.stdout.rstrip().endswith(lines[-1]) and lines[-1].startswith("- part 1: ")
-    assert lines[-1].endswith(" s of 60; every step that ran exited 0"), lines[-1]
+    assert lines[-1].endswith(" s of 100; every step that ran exited 0"), lines[-1]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert {"part1/summary.md", "part1/machine.txt", "part1/logs/envpool.log", "part1/envpool/rate.json"} <= set(names)
+    assert not archive.with_name(archive.name + ".part").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
@@ -143,3 +153,26 @@ def test_the_gap_runner_runs_the_fast_file_with_a_cached_env_step_and_tf32(tmp_p
     sps = f"{summary['sps']:.1f}"
     assert lines[-1] == f"PPO Atari fast file with a cached env step and TF32: {sps} steps/s (finished)", lines[-1]
     assert summary["status"] == "finished" and summary["global_step"] == 2048
+
+
+def test_a_step_that_fails_is_named_and_the_command_exits_1(tmp_path):
+    # envpool's step, alone (--only), with a stand-in envpool that imports but makes no envs: each of its six commands
+    # fails, the step says so, the command's last line names it and it exits 1; the archive holds the logs
+    deps = stand_in_deps(tmp_path / "deps")
+    site = tmp_path / "site"
+    (site / "envpool").mkdir(parents=True)
+    (site / "envpool" / "__init__.py").write_text(
+        "__version__ = 'stand-in'\n\ndef make(*args, **kwargs):\n    raise RuntimeError('a stand-in envpool makes no envs')\n"
+    )
+    with tarfile.open(deps / "site.tar.xz", "w:xz") as tar:
+        tar.add(site, arcname=".")
+    out, archive = tmp_path / "part1", tmp_path / "gpu-check-1.tgz"
+    proc = check("1", out, "--dry", "--only", "envpool", "--archive", archive, deps=deps, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = (out / "summary.md").read_text().splitlines()
+    assert [line for line in lines if line.startswith("- ")][0].startswith("- envpool: exit 1, "), lines
+    assert not any("ppo-atari" in line for line in lines), lines  # the steps --only left out: not a line
+    assert lines[-1].endswith("; steps that failed: envpool"), lines[-1]
+    assert (out / "logs" / "envpool.log").read_text().count("RuntimeError: a stand-in envpool makes no envs") == 6
+    with tarfile.open(archive) as tar:
+        assert "part1/logs/envpool.log" in tar.getnames()

@@ -31,6 +31,9 @@ def test_selecting_the_gpu_tests_without_cuda_fails_loudly():
     )
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-1000:]
     assert "CUDA is not available here" in proc.stdout + proc.stderr, proc.stdout[-1000:]
+    # refused in pytest_configure, before any collection (and before pytest-xdist's workers, in which an error raised
+    # during collection crashes the worker): no "no tests ran" line of a session that collected
+    assert "no tests ran" not in proc.stdout + proc.stderr, proc.stdout[-1000:]
     assert [selects_gpu(e) for e in ["", "gpu", "gpu and not compile", "not gpu", "compile", "not gpu and not compile"]] == [
         False,
         True,

@@ -50,6 +50,8 @@ def main():
     parser.add_argument("--tf32", action="store_true", help='torch.set_float32_matmul_precision("high")')
     parser.add_argument("flags", nargs="*", help="the script's flags, after --")
     ours = parser.parse_args()
+    if ours.cached_env and any(flag.startswith("--eval") for flag in ours.flags):
+        parser.error("--cached-env: no --eval-episodes or --eval-model (an episode of one recorded step never ends)")
     output_dir = pathlib.Path("runs-gap")
     if "--output-dir" in ours.flags:
         output_dir = pathlib.Path(ours.flags[ours.flags.index("--output-dir") + 1])
@@ -68,14 +70,17 @@ def main():
         runpy.run_path(str(SCRIPT), run_name="__main__")
     except SystemExit as e:
         code = e.code
-    (path,) = set(output_dir.glob("*/summary.json")) - before
-    summary = json.loads(path.read_text())
+    written = set(output_dir.glob("*/summary.json")) - before
+    if len(written) != 1:  # the script stopped before its run folder (its own error is above)
+        sys.exit(code or 1)
+    summary = json.loads(written.pop().read_text())
     label = " and ".join(name for name, on in (("a cached env step", ours.cached_env), ("TF32", ours.tf32)) if on)
     import torch
 
     print(f"float32 matrix products at the end: {torch.get_float32_matmul_precision()} precision")
     print(f"env steps: {counts['calls']} calls, {counts['real']} of them real" if ours.cached_env else "env steps: real")
-    print(f"PPO Atari fast file with {label or 'nothing changed'}: {summary['sps']:.1f} steps/s ({summary['status']})")
+    sps = "no steps/s (the burn-in took every iteration)" if summary["sps"] is None else f"{summary['sps']:.1f} steps/s"
+    print(f"PPO Atari fast file with {label or 'nothing changed'}: {sps} ({summary['status']})")
     sys.exit(code)
 
 
