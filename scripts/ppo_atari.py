@@ -1,6 +1,6 @@
 # PPO on Atari with envpool: CleanRL's ppo_atari_envpool.py, brought up to envpool 1.x (gymnasium's 5-tuple,
 # NEXT_STEP autoreset), numpy 2 and torch 2.11+. The eager baseline: the reference for the fast variant.
-import os
+import os  # Run: (--exp-name's default)
 import random
 from dataclasses import dataclass
 
@@ -15,7 +15,7 @@ from torch.distributions.categorical import Categorical
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # Run:
     """the name of this experiment"""
     seed: int = 1
     """seed of the experiment"""
@@ -23,27 +23,27 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
-    track: bool = False
+    track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
-    wandb_project_name: str = "cleanRL"
+    wandb_project_name: str = "cleanRL"  # Run:
     """the wandb's project name"""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
-    save_model: bool = False
+    save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
-    eval_episodes: int = 0
+    eval_episodes: int = 0  # Run:
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: str | None = None
+    eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
-    output_dir: str = "runs"
+    output_dir: str = "runs"  # Run:
     """where the run folder (metrics.csv, summary.json, model.pt) is written"""
-    checkpoint_interval: int = 100_000
+    checkpoint_interval: int = 100_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
-    resume: str | None = None
+    resume: str | None = None  # Run:
     """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
-    measure_burnin: int = 5
+    measure_burnin: int = 5  # Run:
     """iterations (rollout + update) left out of the steps/s measurement"""
-    log_interval: int = 1
+    log_interval: int = 1  # Run:
     """iterations between two rows of metrics.csv"""
 
     # Algorithm specific arguments
@@ -57,7 +57,7 @@ class Args:
     """the number of parallel game environments"""
     envpool_threads: int = 0
     """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
-    async_envs: bool = False
+    async_envs: bool = False  # Run:
     """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
@@ -252,6 +252,7 @@ def main(args: Args):
                 next_obs = torch.Tensor(next_obs).to(device)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
+                # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
 
             # bootstrap value if not done
             with torch.no_grad():
@@ -271,7 +272,7 @@ def main(args: Args):
 
             # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
             b_inds = np.arange(batch_size)
-            clipfracs = []
+            clipfracs = []  # Run:
             for epoch in range(args.update_epochs):
                 np.random.shuffle(b_inds)
                 for start in range(0, batch_size, minibatch_size):
@@ -289,9 +290,11 @@ def main(args: Args):
 
                     with torch.no_grad():
                         # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = wmean(-logratio)
+                        old_approx_kl = wmean(-logratio)  # Run: logged
                         approx_kl = wmean((ratio - 1) - logratio)
-                        clipfracs += [wmean(((ratio - 1.0).abs() > args.clip_coef).float()).item()]
+                        clipfracs += [  # Run:
+                            wmean(((ratio - 1.0).abs() > args.clip_coef).float()).item()
+                        ]
 
                     mb_advantages = b_advantages[mb_inds]
                     if args.norm_adv:  # mean and (unbiased) std over the valid rows

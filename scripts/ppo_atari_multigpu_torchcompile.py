@@ -7,7 +7,7 @@
 # As in the core file: --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent; with
 # neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import ctypes
-import os
+import os  # Run: (--exp-name's default)
 import random
 import warnings
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cu
 
 @dataclass
 class Args:
-    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]  # Run:
     """the name of this experiment"""
     seed: int = 1
     """seed of the experiment"""
@@ -39,27 +39,27 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
-    track: bool = False
+    track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
-    wandb_project_name: str = "cleanRL"
+    wandb_project_name: str = "cleanRL"  # Run:
     """the wandb's project name"""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
-    save_model: bool = False
+    save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
-    eval_episodes: int = 0
+    eval_episodes: int = 0  # Run:
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: str | None = None
+    eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
-    output_dir: str = "runs"
+    output_dir: str = "runs"  # Run:
     """where the run folder (metrics.csv, summary.json, model.pt) is written"""
-    checkpoint_interval: int = 100_000
+    checkpoint_interval: int = 100_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
-    resume: str | None = None
+    resume: str | None = None  # Run:
     """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
-    measure_burnin: int = 5
+    measure_burnin: int = 5  # Run:
     """iterations (rollout + update) left out of the steps/s measurement"""
-    log_interval: int = 1
+    log_interval: int = 1  # Run:
     """iterations between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the policy, GAE and the update are compiled with torch.compile"""
@@ -82,7 +82,7 @@ class Args:
     """the number of parallel game environments"""
     envpool_threads: int = 0
     """the threads that step the envs (envpool's num_threads; 0: envpool's choice, one per env up to the core count)"""
-    async_envs: bool = False
+    async_envs: bool = False  # Run:
     """the gymnasium scripts' flag, refused here: envpool already steps the envs in threads of its own (--envpool-threads)"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
@@ -324,18 +324,6 @@ def make_ppo(args: Args, agent, device):
     return SimpleNamespace(agent=agent, optimizer=optimizer, policy=policy, gae=gae, update=update)
 
 
-def explained_variance(values, returns, w):
-    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
-    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
-    n = w.sum().clamp(min=1.0)
-
-    def var(x):  # the variance over the valid rows
-        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
-
-    var_y = var(returns)
-    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
-
-
 def main(args: Args):
     # DDP: torchrun sets them: this process's rank among world_size
     rank = int(os.environ.get("RANK", 0))
@@ -461,6 +449,7 @@ def main(args: Args):
                 next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
+                # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
 
             for k in host:
                 storage[k].copy_(host[k], non_blocking=True)
@@ -481,13 +470,13 @@ def main(args: Args):
             )
 
             # Optimizing the policy and value network. The reset rows weigh 0 in every mean (w * x).sum() / w.sum().
-            clipfrac_sum = torch.zeros((), device=device)
+            clipfrac_sum = torch.zeros((), device=device)  # Run: logged
             for epoch in range(args.update_epochs):
                 b_inds = torch.randperm(batch_size, device=device)  # Speed: shuffled on the device
                 for start in range(0, batch_size, minibatch_size):
                     mb_inds = b_inds[start : start + minibatch_size]
                     out = ppo.update(**batch, idx=mb_inds)
-                    clipfrac_sum += out["clipfrac"]
+                    clipfrac_sum += out["clipfrac"]  # Run:
 
                 # a sync per epoch, only with --target-kl
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:
@@ -664,6 +653,18 @@ def env_state(envs):
 def set_env_state(envs, state):
     """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
     print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
 def start_run(args, run_dir, columns):

@@ -27,27 +27,27 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
-    track: bool = False
+    track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
-    wandb_project_name: str = "cleanRL"
+    wandb_project_name: str = "cleanRL"  # Run:
     """the wandb's project name"""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
-    save_model: bool = False
+    save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
-    eval_episodes: int = 0
+    eval_episodes: int = 0  # Run:
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: str | None = None
+    eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
-    checkpoint_interval: int = 200_000
+    checkpoint_interval: int = 200_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
-    resume: str | None = None
+    resume: str | None = None  # Run:
     """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
-    measure_burnin: int = 1
+    measure_burnin: int = 1  # Run:
     """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
 
     # Algorithm specific arguments
@@ -168,8 +168,9 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
 
 
 def main(args: Args):
-    # the run folder: metrics, videos, saved model (--resume: the resumed run's)
-    run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # the run folder: metrics, videos, saved model
+    run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(  # Run: flags checked, metrics
         args, run_dir, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance"
     )
@@ -187,12 +188,12 @@ def main(args: Args):
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
     videos = os.path.join(run_dir, "videos")  # (--capture-video)
+    capture_video = args.capture_video
+    # with --eval-episodes, the evaluation is filmed instead
+    capture_video = capture_video and not args.eval_episodes  # Run:
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [
-                make_env(args.env_id, i, args.capture_video and not args.eval_episodes, videos, args.gamma)
-                for i in range(args.num_envs)
-            ],
+            [make_env(args.env_id, i, capture_video, videos, args.gamma) for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
         )
     obs_dim = int(np.prod(envs.single_observation_space.shape))
@@ -259,8 +260,11 @@ def main(args: Args):
                 terminations[step] = torch.Tensor(termination).to(device)
                 dones[step] = torch.Tensor(next_done).to(device)
                 next_obs = torch.Tensor(next_obs).reshape(args.num_envs, -1).to(device)
-                for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
-                    run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+                for i in np.flatnonzero(infos.get("_episode", [])):  # the finished episodes
+                    run.episodes.append(  # Run:
+                        (infos["episode"]["r"][i], infos["episode"]["l"][i])
+                    )
+                    # Cut: print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
 
             # bootstrap value if not done (next_obs is the true final observation if the last step ended an episode)
             with torch.no_grad():
@@ -280,7 +284,7 @@ def main(args: Args):
 
             # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0 (w below).
             b_inds = np.arange(batch_size)
-            clipfracs = []
+            clipfracs = []  # Run:
             for epoch in range(args.update_epochs):
                 np.random.shuffle(b_inds)
                 for start in range(0, batch_size, minibatch_size):
@@ -295,9 +299,11 @@ def main(args: Args):
 
                     with torch.no_grad():
                         # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = (-logratio * w).sum() / wsum
+                        old_approx_kl = (-logratio * w).sum() / wsum  # Run: logged
                         approx_kl = (((ratio - 1) - logratio) * w).sum() / wsum
-                        clipfracs += [((((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum).item()]
+                        clipfracs += [  # Run:
+                            ((((ratio - 1.0).abs() > args.clip_coef).float() * w).sum() / wsum).item()
+                        ]
 
                     mb_advantages = b_advantages[mb_inds]
                     if args.norm_adv:  # mean and (unbiased) std over the valid rows

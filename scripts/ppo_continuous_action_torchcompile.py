@@ -36,27 +36,27 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
-    track: bool = False
+    track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
-    wandb_project_name: str = "cleanRL"
+    wandb_project_name: str = "cleanRL"  # Run:
     """the wandb's project name"""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
-    save_model: bool = False
+    save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
-    eval_episodes: int = 0
+    eval_episodes: int = 0  # Run:
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: str | None = None
+    eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
-    checkpoint_interval: int = 200_000
+    checkpoint_interval: int = 200_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
-    resume: str | None = None
+    resume: str | None = None  # Run:
     """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
-    measure_burnin: int = 1
+    measure_burnin: int = 1  # Run:
     """iterations (rollout + update) left out of the steps/s measurement; metrics.csv gets one row per iteration"""
     compile: bool = False
     """if toggled, the policy, GAE and the update are compiled with torch.compile"""
@@ -193,18 +193,6 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     return adv, adv + values
 
 
-def explained_variance(values, returns, w):
-    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
-    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
-    n = w.sum().clamp(min=1.0)
-
-    def var(x):  # the variance over the valid rows
-        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
-
-    var_y = var(returns)
-    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
-
-
 def compiled(fn, args: Args, **kwargs):
     """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
     fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
@@ -325,8 +313,9 @@ def make_ppo(args: Args, agent, device):
 
 
 def main(args: Args):
-    # the run folder: metrics, videos, saved model (--resume: the resumed run's)
-    run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # the run folder: metrics, videos, saved model
+    run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(  # Run: flags checked, metrics
         args, run_dir, "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance"
     )
@@ -344,12 +333,12 @@ def main(args: Args):
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
     videos = os.path.join(run_dir, "videos")  # (--capture-video)
+    capture_video = args.capture_video
+    # with --eval-episodes, the evaluation is filmed instead
+    capture_video = capture_video and not args.eval_episodes  # Run:
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [
-                make_env(args.env_id, i, args.capture_video and not args.eval_episodes, videos, args.gamma)
-                for i in range(args.num_envs)
-            ],
+            [make_env(args.env_id, i, capture_video, videos, args.gamma) for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
         )
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
@@ -417,8 +406,11 @@ def main(args: Args):
                 stage["terminations"][step] = termination
                 stage["dones"][step] = next_done
                 next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-                for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
-                    run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+                for i in np.flatnonzero(infos.get("_episode", [])):  # the finished episodes
+                    run.episodes.append(  # Run:
+                        (infos["episode"]["r"][i], infos["episode"]["l"][i])
+                    )
+                    # Cut: print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
 
             for k in storage:
                 storage[k].copy_(host[k], non_blocking=True)
@@ -431,14 +423,14 @@ def main(args: Args):
             batch.update(rollout, valids=storage["valids"].view(-1))
 
             # Optimizing the policy and value network. Reset rows stay in the minibatches with weight 0.
-            clipfrac_sum = torch.zeros((), device=device)
+            clipfrac_sum = torch.zeros((), device=device)  # Run: logged
             for epoch in range(args.update_epochs):
                 # Speed: the permutation is drawn on the device; no host round trip per minibatch.
                 b_inds = torch.randperm(batch_size, device=device)
                 for start in range(0, batch_size, minibatch_size):
                     mb_inds = b_inds[start : start + minibatch_size]
                     out = ppo.update(**batch, idx=mb_inds)
-                    clipfrac_sum += out["clipfrac"]
+                    clipfrac_sum += out["clipfrac"]  # Run:
                 # Speed: no sync per minibatch; target_kl reads approx_kl once per epoch, as CleanRL checks it.
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:
                     break
@@ -713,6 +705,18 @@ def set_env_state(envs, state, pending_resets):  # NEXT_STEP: the envs whose nex
     # NEXT_STEP: each env's snapshot says whether its next step is a reset
     snapshots = [dict(s, pending_reset=bool(p)) for s, p in zip(state["envs"], pending_resets)]
     env.set_attr("snapshot", snapshots)
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
 def start_run(args, run_dir, columns):

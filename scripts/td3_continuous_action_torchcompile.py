@@ -34,29 +34,29 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
-    track: bool = False
+    track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
-    wandb_project_name: str = "cleanRL"
+    wandb_project_name: str = "cleanRL"  # Run:
     """the wandb's project name"""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
     """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
-    save_model: bool = False
+    save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
-    eval_episodes: int = 0
+    eval_episodes: int = 0  # Run:
     """episodes of the deterministic policy to play after training, on freshly seeded envs (0: none)"""
-    eval_model: str | None = None
+    eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
     """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
-    checkpoint_interval: int = 25_000
+    checkpoint_interval: int = 25_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
-    resume: str | None = None
+    resume: str | None = None  # Run:
     """a run folder to go on from, at its checkpoint.pt: the same flags, --total-timesteps may grow"""
-    measure_burnin: int = 10
+    measure_burnin: int = 10  # Run:
     """updates after learning starts that are left out of the steps/s measurement"""
-    log_interval: int = 100
+    log_interval: int = 100  # Run:
     """environment steps between two rows of metrics.csv"""
     compile: bool = False
     """if toggled, the updates and the policy are compiled with torch.compile"""
@@ -307,8 +307,9 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 
 def main(args: Args):
-    # the run folder: metrics, videos, saved model (--resume: the resumed run's)
-    run_dir = args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # the run folder: metrics, videos, saved model
+    run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(  # Run: flags checked, metrics
         args, run_dir, "qf1_values qf2_values qf1_loss qf2_loss qf_loss actor_loss"
     )
@@ -322,12 +323,12 @@ def main(args: Args):
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the final one in infos
     videos = os.path.join(run_dir, "videos")  # (--capture-video)
+    capture_video = args.capture_video
+    # with --eval-episodes, the evaluation is filmed instead
+    capture_video = capture_video and not args.eval_episodes  # Run:
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [
-                make_env(args.env_id, args.seed + i, i, args.capture_video and not args.eval_episodes, videos)
-                for i in range(args.num_envs)
-            ],
+            [make_env(args.env_id, args.seed + i, i, capture_video, videos) for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -366,9 +367,10 @@ def main(args: Args):
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
             next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-            steps_done = global_step + args.num_envs
-            for i in np.flatnonzero(infos.get("_episode", [])):  # Run: the finished episodes
-                run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))
+            steps_done = global_step + args.num_envs  # Run: for the rows and the summary
+            for i in np.flatnonzero(infos.get("_episode", [])):  # the finished episodes
+                run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))  # Run:
+                # Cut: print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
 
             # TRY NOT TO MODIFY: save data to replay buffer; handle `final_obs`
             real_next_obs = next_obs.copy()

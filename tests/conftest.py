@@ -32,7 +32,8 @@ QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, pa
     "test_baseline_run",
     "test_fast_run",
     "test_the_cut_of_a_small_file",
-    "test_the_stripped_file_passes_ruff",
+    "test_the_stripped_file_is_clean_and_every_flag_does_something",
+    "test_the_command_s_errors_are_one_line",
 }
 
 

@@ -1,23 +1,27 @@
-"""The cut: each core file's part 1, its `Run:` statements removed (tests/helpers/cut.py), is a file a copier can take
-alone: ruff finds no unused import and no undefined name in it, and it trains on a machine without CUDA with the
-default flags but for a short budget."""
+"""The cut: each core file's part 1, its `Run:` statements removed, as `python cut.py FILE` writes it, is a file a
+copier can take alone: formatted; ruff's pyflakes set finds nothing in it; every definition, every value `main`
+computes and every flag it accepts is used; it trains on a machine without CUDA with the default flags but for a
+short budget, and prints each finished episode's return as CleanRL's files do."""
 
 import ast
+import re
 import subprocess
 import sys
 
 import pytest
-from helpers.cut import strip
-from helpers.scripts import SCRIPTS
+from helpers.cut import cut
+from helpers.scripts import ROOT, SCRIPTS
 from test_files import CORES
 
-# A short run of each stripped file: past the start of learning, the default flags otherwise (no --no-cuda).
+# A short run of each stripped file: past the start of learning, the default flags otherwise (no --no-cuda), long
+# enough for an episode to end (the MuJoCo files on Pendulum-v1, whose episodes are 200 steps; PPO Atari's full games
+# of a random agent, a few hundred steps).
 SHORT = {
     "dqn": ["--total-timesteps", 700, "--learning-starts", 300],
-    "sac_continuous_action": ["--total-timesteps", 400, "--learning-starts", 200],
-    "td3_continuous_action": ["--total-timesteps", 400, "--learning-starts", 200],
-    "ppo_continuous_action": ["--num-steps", 64, "--total-timesteps", 128],
-    "ppo_atari": ["--num-envs", 4, "--num-steps", 32, "--total-timesteps", 256],
+    "sac_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", 400, "--learning-starts", 200],
+    "td3_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", 400, "--learning-starts", 200],
+    "ppo_continuous_action": ["--env-id", "Pendulum-v1", "--num-steps", 64, "--total-timesteps", 256],
+    "ppo_atari": ["--num-envs", 2, "--num-steps", 128, "--total-timesteps", 2048],
 }
 
 
@@ -26,15 +30,27 @@ def short_flags(stem):
 
 
 def stripped(stem, tmp_path):
-    path = tmp_path / f"{stem}.py"  # its own name: --exp-name's default reads it
-    path.write_text(strip((SCRIPTS / f"{stem}.py").read_text()))
+    """The stripped file, as the command writes it, under the script's own name (--exp-name's default reads it)."""
+    path = tmp_path / f"{stem}.py"
+    done = subprocess.run(
+        [sys.executable, ROOT / "cut.py", SCRIPTS / f"{stem}.py", "-o", path], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
     return path
 
 
 def test_the_cut_of_a_small_file():
     """A marked `with` keeps its body one level out; a marked statement goes with its block and the comment lines just
-    above it; a block left empty holds `pass`; the appendix goes; the guard calls main."""
+    above it; a marked field goes with its docstring; a `# Cut:` line under a marked statement takes its place; a block
+    left empty holds `pass`; the appendix goes; the guard calls main; ruff formats it."""
     source = """import tyro
+
+
+class Args:
+    seed: int = 1
+    \"\"\"the seed\"\"\"
+    track: bool = False  # Run:
+    \"\"\"the appendix's flag\"\"\"
 
 
 def main(args):
@@ -45,6 +61,8 @@ def main(args):
             if step:  # Run: a row
                 run.row(step)
             print(step)
+            run.episodes.append(step)  # Run:
+            # Cut: print(f"episode {step}")
     for _ in range(2):
         run.tick()  # Run:
     return run  # Run:
@@ -57,9 +75,15 @@ def start():
     expected = """import tyro
 
 
+class Args:
+    seed: int = 1
+    \"\"\"the seed\"\"\"
+
+
 def main(args):
     for step in range(3):
         print(step)
+        print(f"episode {step}")
     for _ in range(2):
         pass
 
@@ -67,21 +91,60 @@ def main(args):
 if __name__ == "__main__":
     main(tyro.cli(Args))
 """
-    assert strip(source) == expected
+    assert cut.strip(source) == expected
+    assert cut.ruff_format(expected, "small.py") == expected
+
+
+def test_the_command_s_errors_are_one_line(tmp_path):
+    (tmp_path / "plain.py").write_text("print(1)\n")
+    for args, error in [
+        ([tmp_path / "none.py"], f"cut.py: error: no file {tmp_path / 'none.py'}\n"),
+        (
+            [tmp_path / "plain.py"],
+            f"cut.py: error: {tmp_path / 'plain.py'}: no line opens with '# Appendix': not one of the scripts\n",
+        ),
+        ([SCRIPTS / "dqn.py", "-o", tmp_path / "no" / "x.py"], f"cut.py: error: cannot write {tmp_path / 'no' / 'x.py'}: "),
+    ]:
+        done = subprocess.run([sys.executable, ROOT / "cut.py", *map(str, args)], capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.startswith(error) and done.stderr.count("\n") == 1, done.stderr
+
+
+def names_read(tree):
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
 @pytest.mark.parametrize("stem", CORES)
-def test_the_stripped_file_passes_ruff(stem, tmp_path):
-    """No unused import and no undefined name: every part-1 statement that needs the appendix is marked `Run:`, and
-    the imports only the appendix uses live in it."""
+def test_the_stripped_file_is_clean_and_every_flag_does_something(stem, tmp_path):
+    """Formatted; ruff's whole pyflakes set finds nothing; every top-level definition is used, every name `main`
+    assigns (alone, not unpacked) is read, and every field of `Args` (every flag the file accepts) is read as
+    `args.<field>`: what only the appendix reads is marked `Run:` and leaves with it."""
     path = stripped(stem, tmp_path)
     text = path.read_text()
-    assert "Run:" not in text and "# Appendix" not in text
-    defined = {n.name for n in ast.parse(text).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    assert {"Args", "main"} <= defined
-    cmd = ["ruff", "check", "--isolated", "--no-cache", "--select", "F401,F821", "--output-format", "concise", str(path)]
-    checked = subprocess.run(cmd, capture_output=True, text=True)
+    assert "Run:" not in text and "Cut:" not in text and "# Appendix" not in text
+    ruff = [sys.executable, "-m", "ruff"]
+    checked = subprocess.run(
+        ruff + ["check", "--isolated", "--no-cache", "--select", "F", "--output-format", "concise", path],
+        capture_output=True,
+        text=True,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    formatted = subprocess.run(
+        ruff + ["format", "--isolated", "--line-length", "127", "--check", path], capture_output=True, text=True
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    tree = ast.parse(text)
+    read = names_read(tree)
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"Args", "main"} <= defined and not defined - read, f"defined and never used: {sorted(defined - read)}"
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    assigned = [n for n in ast.walk(main) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    stored = {t.id for n in assigned for t in getattr(n, "targets", [getattr(n, "target", None)]) if isinstance(t, ast.Name)}
+    unread = stored - names_read(main)  # (names unpacked from a tuple, as CleanRL unpacks envs.step's, may go unread)
+    assert not unread, f"main assigns and never reads: {sorted(unread)}"
+    args = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Args")
+    fields = [n.target.id for n in args.body if isinstance(n, ast.AnnAssign)]
+    unused = [field for field in fields if not re.search(rf"\bargs\.{field}\b", text)]
+    assert not unused, f"flags the stripped file accepts and never reads: {unused}"
 
 
 # Runs a stripped file as `python FILE FLAGS...` would, counting the optimizers' steps (Adam's, which every file uses).
@@ -99,13 +162,16 @@ print("optimizer steps:", steps[0])
 
 
 @pytest.mark.parametrize("stem", CORES)
-def test_the_stripped_file_trains(stem, tmp_path):
+def test_the_stripped_file_trains_and_prints_its_returns(stem, tmp_path):
     """A short run past the start of learning, the default flags otherwise: exit 0, no traceback, the optimizers
-    stepped, and no run folder (what writes it is the appendix's)."""
+    stepped, a line per finished episode as CleanRL prints it, and no run folder (what writes it is the appendix's)."""
     path = stripped(stem, tmp_path)
     cmd = [sys.executable, "-c", COUNTING, str(path), *short_flags(stem)]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    steps = int(done.stdout.strip().splitlines()[-1].removeprefix("optimizer steps: "))
+    lines = done.stdout.strip().splitlines()
+    steps = int(lines[-1].removeprefix("optimizer steps: "))
     assert steps > 0, done.stdout[-2000:]
+    episodes = [line for line in lines if re.fullmatch(r"global_step=\d+, episodic_return=-?\d+(\.\d+)?", line)]
+    assert episodes and len(episodes) == len(lines) - 1, done.stdout[-2000:]  # and nothing else on stdout
     assert not (tmp_path / "runs").exists()

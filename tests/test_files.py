@@ -6,11 +6,13 @@ import ast
 import difflib
 import io
 import re
+import shutil
 import tokenize
 
 import pytest
-from helpers.cut import strip
+from helpers.cut import cut
 from helpers.scripts import ROOT, SCRIPTS
+from helpers.shared import shared
 
 FILES = sorted(SCRIPTS.glob("*.py"))
 STEMS = [p.stem for p in FILES]
@@ -34,34 +36,10 @@ VARIANTS = {
 CORES = [p for p in STEMS if p not in VARIANTS]
 ATARI = [s for s in STEMS if s.startswith("ppo_atari")]  # envpool's envs; the others are gymnasium's
 GYM = [s for s in STEMS if s not in ATARI]
-FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]]
-# Definitions that several files share and that must be one text in every file that has them: (name, files), files
-# None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
-EVERY_FILE = ["check_run_flags", "start_run", "check", "Run", "RESUMABLE", "CHECKPOINT_VERSION", "NUMPY", "ask_to_stop"]
-EVERY_FILE += ["so_far", "states", "load_states", "checkpoint_due", "save_checkpoint", "save", "random_streams"]
-EVERY_FILE += ["set_random_streams", "load_checkpoint", "resume"]
+# The definitions the scripts share are written into them from one text (doc/maintainers/shared.py, its SHARED and
+# HUNK_MARKERS); the infrastructure the appendix holds
+EVERY_FILE, SNAPSHOT, HUNK_MARKERS = shared.EVERY_FILE, shared.SNAPSHOT, shared.HUNK_MARKERS
 APPENDIX = [*EVERY_FILE, "silence_v4_notices", "bf16_matmuls"]
-SNAPSHOT = ["envs_ignore_signals", "Snapshot", "layer_state", "set_layer_state", "env_state", "set_env_state"]
-MUJOCO = [s for s in STEMS if s.startswith(("sac", "td3", "ppo_continuous"))]  # their default tasks are MuJoCo's
-PPO_CONTINUOUS = [s for s in STEMS if s.startswith("ppo_continuous")]
-ONE_TEXT = [(name, STEMS) for name in ["__main__", *EVERY_FILE]]  # the shared appendix, in all twelve
-ONE_TEXT += [(name, None) for name in ["silence_v4_notices", "bf16_matmuls"]]
-ONE_TEXT += [(name, GYM) for name in SNAPSHOT]  # a gymnasium env's state, for checkpoints
-ONE_TEXT += [("env_physics", MUJOCO)]
-ONE_TEXT += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which cannot be saved
-# evaluate: one text for the envs played alike
-ONE_TEXT += [("evaluate", [s for s in GYM if s not in PPO_CONTINUOUS]), ("evaluate", ATARI), ("evaluate", PPO_CONTINUOUS)]
-# A shared definition's branch that only some files need is their marked hunk of the one text (the first file's, which
-# has none): MuJoCo's physics in an env's snapshot, NEXT_STEP's pending resets (PPO's gymnasium envs), and the two
-# variants' ideas.
-HUNK_MARKERS = {stem: () for stem in STEMS}
-HUNK_MARKERS.update({stem: ("MuJoCo:",) for stem in MUJOCO})
-HUNK_MARKERS.update({stem: ("MuJoCo:", "NEXT_STEP:") for stem in PPO_CONTINUOUS})
-HUNK_MARKERS["ppo_continuous_action_ray_torchcompile"] += ("Runners:",)
-HUNK_MARKERS["ppo_atari_multigpu_torchcompile"] = ("DDP:",)
-ONE_TEXT += [(name, None) for name in ["GRAPH_MODES", "compiled", "adam_settings", "explained_variance", "layer_init"]]
-ONE_TEXT += [("EpisodeTracker", ATARI)]  # part 1's: CleanRL's full-game scores
-ONE_TEXT += [("check_fast_flags", FAST_PPO_DQN)]
 
 
 def definitions(path):
@@ -90,31 +68,23 @@ def definitions(path):
 DEFS = {p.stem: definitions(p) for p in FILES}
 
 
-def drift(name, files, defs):
-    """Where a shared definition's copies differ but by the hunks their markers allow (HUNK_MARKERS): one line naming the
-    file and the definition, with the diff. The first file's copy is the one text, and carries no hunk."""
-    files = files or [stem for stem in STEMS if name in defs[stem]]
-    assert len(files) >= 2, (name, files)
-    reference = files[0]
-    every = {marker for markers in HUNK_MARKERS.values() for marker in markers}
-    hunked = [line for line in defs[reference][name].splitlines() if any(marker in line for marker in every)]
-    assert not hunked, f"{reference}.py: {name}, the one text, has a marked hunk: {hunked[0]}"
-    for stem in files[1:]:
-        if name not in defs[stem]:
-            return f"{stem}.py has no {name}"
-        if defs[stem][name] == defs[reference][name]:
-            continue
-        if HUNK_MARKERS[stem] and not unmarked_hunks(defs[reference][name], defs[stem][name], HUNK_MARKERS[stem]):
-            continue
-        diff = "".join(difflib.unified_diff(defs[reference][name].splitlines(True), defs[stem][name].splitlines(True)))
-        return f"{stem}.py: {name} differs from {reference}.py's:\n{diff}"
-    return None
+drift, unmarked_hunks = shared.drift, shared.unmarked_hunks
+GROUPS = shared.groups(DEFS)
+TEXTS = shared.read_text()
 
 
-@pytest.mark.parametrize("name,files", ONE_TEXT, ids=[f"{n}-{len(f) if f else 'all'}" for n, f in ONE_TEXT])
+@pytest.mark.parametrize("name,files", GROUPS, ids=[f"{n}-{f[0]}" for n, f in GROUPS])
 def test_a_shared_definition_is_one_text_in_every_file(name, files):
-    problem = drift(name, files, DEFS)
+    """Each copy is doc/maintainers/shared_text.py's text but for its file's marked hunks, the first file's exactly."""
+    assert (name, files[0]) in TEXTS, f"shared_text.py has no {name}: {files[0]}"
+    assert DEFS[files[0]][name] == TEXTS[name, files[0]], f"{files[0]}.py: {name} is not shared_text.py's"
+    problem = drift(name, files, DEFS, TEXTS[name, files[0]])
     assert problem is None, problem
+
+
+def test_the_shared_text_holds_the_shared_definitions_alone():
+    assert shared.check() == []
+    assert set(TEXTS) == {(name, files[0]) for name, files in GROUPS}, set(TEXTS) ^ {(n, f[0]) for n, f in GROUPS}
 
 
 @pytest.mark.parametrize(
@@ -143,22 +113,6 @@ def test_a_hunk_needs_a_marker_its_file_may_carry():
     defs["dqn_torchcompile"]["Snapshot"] = defs["dqn_torchcompile"]["Snapshot"].replace(hunk, marked)
     assert drift("Snapshot", GYM, defs).startswith("dqn_torchcompile.py: Snapshot differs from ")
     assert drift("Snapshot", GYM, DEFS) is None and "# MuJoCo:" in DEFS["sac_continuous_action"]["Snapshot"]
-
-
-def unmarked_hunks(core_text, variant_text, markers):
-    """The hunks of the variant's text against the core's that carry no marker (one, or any of a tuple): each added or
-    changed run of lines must hold a marker in one of its lines; a removal must have it on a line beside the place it
-    was."""
-    core, variant = core_text.splitlines(), variant_text.splitlines()
-    markers = (markers,) if isinstance(markers, str) else markers
-    bad = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, core, variant, autojunk=False).get_opcodes():
-        if op == "equal":
-            continue
-        near = variant[j1:j2] if j2 > j1 else variant[max(j1 - 1, 0) : j1 + 1]
-        if not any(marker in line for line in near for marker in markers):
-            bad.append("\n".join(["- " + line for line in core[i1:i2]] + ["+ " + line for line in variant[j1:j2]]))
-    return bad
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -215,7 +169,7 @@ def parts(path):
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read
 INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "start_run", "Run"}
-INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", *APPENDIX, *SNAPSHOT}
+INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", "explained_variance", *APPENDIX, *SNAPSHOT}
 
 
 @pytest.mark.parametrize("path", FILES, ids=STEMS)
@@ -287,18 +241,33 @@ def test_no_walrus_and_no_named_lambda_anywhere(path):
 
 
 def size_table():
-    """{file: (lines, part 1's lines, the stripped file's lines or None, CleanRL's counterpart's lines or None, LeanRL's
-    or None)} from the size table in doc/sizes.md: the rows between its `<!-- sizes -->` and `<!-- /sizes -->` markers,
-    `| `scripts/x.py` | 712 | 380 | 320 | 353 (...) | 403 (...) |`."""
+    """{file: (lines, part 1's lines, the stripped file's lines or None, CleanRL's counterpart's lines whole, less its
+    logging (None, None where it has none), LeanRL's likewise)} from the size table in doc/sizes.md: the rows between
+    its markers, `| `scripts/x.py` | 712 | 380 | 320 | 353 / 302 (...) | 325 / 275 (...) |`."""
     text = (ROOT / "doc" / "sizes.md").read_text()
     block = text.split("<!-- sizes -->", 1)[1].split("<!-- /sizes -->", 1)[0]
     rows = {}
     for line in block.splitlines():
         match = re.match(r"\|\s*`scripts/(\w+)\.py`\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|([^|]*)\|([^|]*)\|([^|]*)\|", line)
         if match:
-            counts = [re.search(r"\d+", cell) for cell in match.groups()[3:]]
-            rows[match[1]] = (int(match[2]), int(match[3]), *[int(c[0]) if c else None for c in counts])
+            stripped = re.search(r"\d+", match[4])
+            anchors = [re.match(r"\s*(\d+) / (\d+)", cell) for cell in (match[5], match[6])]
+            pairs = [(int(a[1]), int(a[2])) if a else (None, None) for a in anchors]
+            rows[match[1]] = (int(match[2]), int(match[3]), int(stripped[0]) if stripped else None, *pairs[0], *pairs[1])
     return rows
+
+
+def stripped_ratios(rows):
+    """The stripped files' line ranges and their ratios to their anchors, whole and less their logging: the baselines'
+    to CleanRL's files, the fast files' to LeanRL's, as the pages state them."""
+    baselines = [r for stem, r in rows.items() if r[2] and not stem.endswith("_torchcompile")]
+    fast = [r for stem, r in rows.items() if r[2] and stem.endswith("_torchcompile")]
+    said = {}
+    for name, group, whole, less in (("baselines", baselines, 3, 4), ("fast", fast, 5, 6)):
+        sizes = [r[2] for r in group]
+        ratios_whole, ratios_less = [r[2] / r[whole] for r in group], [r[2] / r[less] for r in group]
+        said[name] = (min(sizes), max(sizes), *[f"{f(x):.2f}" for x in (ratios_whole, ratios_less) for f in (min, max)])
+    return said
 
 
 def test_the_size_table_is_true():
@@ -308,5 +277,38 @@ def test_the_size_table_is_true():
         path = SCRIPTS / f"{stem}.py"
         assert lines == len(path.read_text().splitlines()), f"doc/sizes.md: {stem}.py has {lines} lines?"
         assert part1 == len(parts(path)[0]), f"doc/sizes.md: {stem}.py's part 1 has {part1} lines?"
-        expected = len(strip(path.read_text()).splitlines()) if stem in CORES else None
+        expected = len(cut.cut(path).splitlines()) if stem in CORES else None
         assert stripped == expected, f"doc/sizes.md: {stem}.py's stripped file has {stripped} lines?"
+    # the page's sentence: like for like (less their logging), then whole
+    text = " ".join((ROOT / "doc" / "sizes.md").read_text().split())
+    b, f = stripped_ratios(rows)["baselines"], stripped_ratios(rows)["fast"]
+    sentence = f"the stripped baselines are {b[4]}-{b[5]}x their CleanRL file less its logging ({b[2]}-{b[3]}x whole),"
+    sentence += f" and the stripped fast files {f[4]}-{f[5]}x their LeanRL file less its logging ({f[2]}-{f[3]}x whole)."
+    assert sentence in text, sentence
+
+
+def test_the_writer_puts_one_edit_into_every_file_that_shares_the_text(tmp_path, monkeypatch):
+    """doc/maintainers/shared.py on a copy of the scripts: an edit of Snapshot's one text reaches every gymnasium file,
+    the MuJoCo files' hunks kept around it, and no envpool file; the check then passes. An edit of the line a hunk
+    replaces stops the write, naming the first file it does not fit, and nothing is written."""
+    scripts, text = tmp_path / "scripts", tmp_path / "shared_text.py"
+    shutil.copytree(SCRIPTS, scripts)
+    original = shared.TEXT.read_text()
+    monkeypatch.setattr(shared, "SCRIPTS", scripts)
+    monkeypatch.setattr(shared, "TEXT", text)
+    line = "        layers, env = [], self.env\n"
+    assert original.count(line) == 1
+    text.write_text(original.replace(line, line.rstrip("\n") + "  # an edit of the one text\n"))
+    shared.write()
+    for stem in STEMS:
+        source = (scripts / f"{stem}.py").read_text()
+        assert ("self.env  # an edit of the one text" in source) == (stem in GYM), stem
+    assert "MuJoCo: and the simulator's physics" in (scripts / "sac_continuous_action.py").read_text()
+    assert shared.check() == []
+    # the line SAC's MuJoCo: hunk replaces, edited in the text: its hunk no longer fits
+    written = {p.name: p.read_text() for p in scripts.glob("*.py")}
+    replaced = "        return dict(layers=layers)\n"
+    text.write_text(text.read_text().replace(replaced, "        return dict(layers=list(layers))\n"))
+    with pytest.raises(SystemExit, match=r"ppo_continuous_action\.py: Snapshot: its marked hunk does not fit"):
+        shared.write()
+    assert {p.name: p.read_text() for p in scripts.glob("*.py")} == written
