@@ -181,10 +181,10 @@ def due(first_step, num_envs, frequency):
     return (first_step + num_envs - 1) // frequency - (first_step - 1) // frequency
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
-    if args.compile_mode not in GRAPH_MODES:
+def compiled(fn, mode: str, **kwargs):
+    """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
+    fn = torch.compile(fn, mode=mode, **kwargs)
+    if mode not in GRAPH_MODES:
         return fn
 
     def call(*inputs, **named_inputs):
@@ -194,11 +194,11 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
-def adam_settings(args: Args, device: torch.device) -> dict:
+def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
-    if args.compile:
+    if compile:
         return {}
-    if args.cudagraphs and device.type == "cuda":
+    if cudagraphs and device.type == "cuda":
         # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
@@ -213,7 +213,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
     rb = ReplayBuffer(args.buffer_size, obs_dim, device)
     # Speed: a 0-d tensor lr, so that a schedule's change in place reaches the compiled step without a recompile
     lr = torch.tensor(args.learning_rate, device=device)
-    optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args, device))
+    optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args.compile, args.cudagraphs, device))
     online = dict(q_network.named_parameters())
     targets, params = list(target_network.parameters()), list(online.values())
 
@@ -223,21 +223,21 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
     # Speed: the whole training step (sample, loss, gradients, Adam): one compiled call or one graph replay
     def update():
-        b = rb.sample(args.batch_size)
+        data = rb.sample(args.batch_size)
         with torch.no_grad():
-            target_max, _ = target_network(b["next_obs"]).max(dim=1)
-            td_target = b["rewards"] + args.gamma * target_max * (1 - b["dones"])
+            target_max, _ = target_network(data["next_obs"]).max(dim=1)
+            td_target = data["rewards"] + args.gamma * target_max * (1 - data["dones"])
         if args.compile:
             # Speed: gradients by torch.func.grad (the network's own forward): backward() would break the graph (doc/tricks.md)
             def loss_of(params):
-                return td_loss(torch.func.functional_call(q_network, params, (b["obs"],)), b["actions"], td_target)
+                return td_loss(torch.func.functional_call(q_network, params, (data["obs"],)), data["actions"], td_target)
 
             with torch.no_grad():
                 grads, (loss, old_val) = torch.func.grad_and_value(loss_of, has_aux=True)(online)
             for name, p in online.items():
                 p.grad = grads[name]
         else:  # eager autograd is the faster one without compile (doc/tricks.md)
-            loss, old_val = td_loss(q_network(b["obs"]), b["actions"], td_target)
+            loss, old_val = td_loss(q_network(data["obs"]), data["actions"], td_target)
             optimizer.zero_grad()
             loss.backward()
         optimizer.step()
@@ -254,8 +254,8 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
             torch._foreach_lerp_(targets, params, args.tau)
 
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        update = compiled(update, args)
-        policy = compiled(policy, args)
+        update = compiled(update, args.compile_mode)
+        policy = compiled(policy, args.compile_mode)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2

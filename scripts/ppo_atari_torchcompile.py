@@ -187,10 +187,10 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     return advantages, returns
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
-    if args.compile_mode not in GRAPH_MODES:
+def compiled(fn, mode: str, **kwargs):
+    """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
+    fn = torch.compile(fn, mode=mode, **kwargs)
+    if mode not in GRAPH_MODES:
         return fn
 
     def call(*inputs, **named_inputs):
@@ -200,15 +200,24 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
-def adam_settings(args: Args, device: torch.device) -> dict:
+def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
-    if args.compile:
+    if compile:
         return {}
-    if args.cudagraphs and device.type == "cuda":
+    if cudagraphs and device.type == "cuda":
         # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
+
+
+def malloc_keep_heap():
+    """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
+    them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
+    heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-1, 2**31 - 1)
+    libc.mallopt(-3, 32 << 20)
 
 
 def make_ppo(args: Args, agent, device):
@@ -216,7 +225,7 @@ def make_ppo(args: Args, agent, device):
     minibatch), compiled and/or graph-captured as asked."""
     # Speed: the lr is a 0-d tensor updated in place (no recompile, no new capture)
     lr = torch.tensor(args.learning_rate, device=device)
-    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args.compile, args.cudagraphs, device))
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is
@@ -292,9 +301,9 @@ def make_ppo(args: Args, agent, device):
         )
 
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        policy = compiled(policy, args)
-        gae = compiled(gae, args, fullgraph=True)
-        update = compiled(update, args)
+        policy = compiled(policy, args.compile_mode)
+        gae = compiled(gae, args.compile_mode, fullgraph=True)
+        update = compiled(update, args.compile_mode)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2
@@ -338,33 +347,28 @@ def main(args: Args):
     if device.type == "cpu":
         # Speed: on a CPU, convolution weights in channels-last layout, which oneDNN's convolutions prefer (doc/tricks.md)
         agent = agent.to(memory_format=torch.channels_last)
-        # Speed: glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving them
-        # back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims
-        # the heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-1, 2**31 - 1)
-        libc.mallopt(-3, 32 << 20)
+        malloc_keep_heap()  # Speed: the update's large buffers stay in the heap (doc/tricks.md)
     ppo = make_ppo(args, agent, device)
     # in place, so that the compiled / captured functions read the loaded weights
     if args.eval_model:  # Run: --eval-model's weights, in place
         run.load_weights(agent)
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once, observations as uint8 (4x less to move); the envs' values go
-    # into `host` by numpy writes (`stage`: its numpy views), then to the device once per rollout (doc/tricks.md)
-    host = dict(
+    # into `host_buffers` through their numpy views (`host_arrays`), then to the device once per rollout (doc/tricks.md)
+    host_buffers = dict(
         rewards=torch.zeros((args.num_steps, args.num_envs)),
         terms=torch.zeros((args.num_steps, args.num_envs)),
         dones=torch.zeros((args.num_steps, args.num_envs)),
         valid=torch.zeros((args.num_steps, args.num_envs)),
     )
-    stage = {k: v.numpy() for k, v in host.items()}
+    host_arrays = {k: v.numpy() for k, v in host_buffers.items()}
     storage = dict(
         obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
         actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
         logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
         values=torch.zeros((args.num_steps, args.num_envs), device=device),
     )
-    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
+    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host_buffers.items()})
 
     global_step = 0
 
@@ -392,7 +396,7 @@ def main(args: Args):
                 storage["obs"][step] = next_obs
                 # the step after a done is envpool's reset step, no transition
                 step_valid = ~next_done
-                stage["valid"][step] = step_valid
+                host_arrays["valid"][step] = step_valid
 
                 # ALGO LOGIC: action logic
                 action, logprob, value, _ = ppo.policy(next_obs)
@@ -403,16 +407,16 @@ def main(args: Args):
                 # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
                 next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
                 next_done = np.logical_or(terminations, truncations)
-                stage["rewards"][step] = reward
-                stage["terms"][step] = terminations
-                stage["dones"][step] = next_done
+                host_arrays["rewards"][step] = reward
+                host_arrays["terms"][step] = terminations
+                host_arrays["dones"][step] = next_done
                 next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
                 # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
 
-            for k in host:
-                storage[k].copy_(host[k], non_blocking=True)
+            for k in host_buffers:
+                storage[k].copy_(host_buffers[k], non_blocking=True)
             # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
             advantages, returns = ppo.gae(
                 next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
@@ -469,7 +473,7 @@ def main(args: Args):
     state = dict(  # Run:
         status=status, args=args, device=device, envs=envs, run=run, agent=agent, ppo=ppo, storage=storage
     )
-    state.update(stage=stage)  # Run:
+    state.update(host_arrays=host_arrays)  # Run:
     return state  # Run:
 
 

@@ -206,10 +206,10 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
     return adv, adv + values
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
-    if args.compile_mode not in GRAPH_MODES:
+def compiled(fn, mode: str, **kwargs):
+    """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
+    fn = torch.compile(fn, mode=mode, **kwargs)
+    if mode not in GRAPH_MODES:
         return fn
 
     def call(*inputs, **named_inputs):
@@ -219,11 +219,11 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
-def adam_settings(args: Args, device: torch.device) -> dict:
+def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
-    if args.compile:
+    if compile:
         return {}
-    if args.cudagraphs and device.type == "cuda":
+    if cudagraphs and device.type == "cuda":
         # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
@@ -235,7 +235,7 @@ def make_ppo(args: Args, agent, device):
     minibatch), compiled and/or graph-captured as asked."""
     # Speed: the lr, a 0-d tensor changed in place, never recompiles or recaptures
     lr = torch.tensor(args.learning_rate, device=device)
-    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args, device))
+    optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args.compile, args.cudagraphs, device))
 
     def policy(obs):
         # The trained agent itself (latest weights) without autograd, to compile and capture alone; the mean action
@@ -313,9 +313,9 @@ def make_ppo(args: Args, agent, device):
         )
 
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
-        policy = compiled(policy, args)
-        gae = compiled(gae, args)
-        update = compiled(update, args)
+        policy = compiled(policy, args.compile_mode)
+        gae = compiled(gae, args.compile_mode)
+        update = compiled(update, args.compile_mode)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         # a compiled function wants one more eager call before capture
         warmup = 3 if args.compile else 2

@@ -7,7 +7,7 @@ import os
 import random
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Literal
 
@@ -215,10 +215,10 @@ class Actor(nn.Module):
         return action, log_prob, mean
 
 
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
-    if args.compile_mode not in GRAPH_MODES:
+def compiled(fn, mode: str, **kwargs):
+    """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
+    fn = torch.compile(fn, mode=mode, **kwargs)
+    if mode not in GRAPH_MODES:
         return fn
 
     def call(*inputs, **named_inputs):
@@ -228,11 +228,11 @@ def compiled(fn, args: Args, **kwargs):
     return call
 
 
-def adam_settings(args: Args, device: torch.device) -> dict:
+def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
-    if args.compile:
+    if compile:
         return {}
-    if args.cudagraphs and device.type == "cuda":
+    if cudagraphs and device.type == "cuda":
         # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
@@ -255,7 +255,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     q_params = list(qf1.parameters()) + list(qf2.parameters())
     # Speed: on a CPU, --compile leaves SAC eager, with eager's fused Adam: compiling does not pay there (doc/tricks.md)
     compiling = args.compile and device.type != "cpu"
-    adam = adam_settings(args if compiling else replace(args, compile=False), device)
+    adam = adam_settings(compiling, args.cudagraphs, device)
     q_optimizer = optim.Adam(q_params, lr=args.q_lr, **adam)
     actor_optimizer = optim.Adam(actor.parameters(), lr=args.policy_lr, **adam)
 
@@ -271,7 +271,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     def current_alpha():
         return log_alpha.detach().exp() if args.autotune else fixed_alpha
 
-    def mixed():
+    def precision_autocast():
         # Speed: --precision bf16: the updates' forward passes and losses under autocast, matmuls in bf16 (doc/tricks.md);
         # parameters, gradients, Adam's state, alpha and targets stay fp32; backward and steps outside, as torch advises.
         if args.precision == "bf16":
@@ -279,18 +279,18 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         return contextlib.nullcontext()  # fp32: no autocast at all
 
     def update_critic(batch):
-        b = ReplayBuffer.split(batch, obs_dim, action_dim)
+        data = ReplayBuffer.split(batch, obs_dim, action_dim)
         alpha = current_alpha()
-        with mixed():
+        with precision_autocast():
             with torch.no_grad():
-                next_state_actions, next_state_log_pi, _ = actor.get_action(b["next_obs"])
-                qf1_next_target = qf1_target(b["next_obs"], next_state_actions)
-                qf2_next_target = qf2_target(b["next_obs"], next_state_actions)
+                next_state_actions, next_state_log_pi, _ = actor.get_action(data["next_obs"])
+                qf1_next_target = qf1_target(data["next_obs"], next_state_actions)
+                qf2_next_target = qf2_target(data["next_obs"], next_state_actions)
                 min_qf_next_target = torch.min(qf1_next_target, qf2_next_target) - alpha * next_state_log_pi
-                next_q_value = b["rewards"] + (1 - b["dones"]) * args.gamma * min_qf_next_target.view(-1)
+                next_q_value = data["rewards"] + (1 - data["dones"]) * args.gamma * min_qf_next_target.view(-1)
 
-            qf1_a_values = qf1(b["obs"], b["actions"]).view(-1)
-            qf2_a_values = qf2(b["obs"], b["actions"]).view(-1)
+            qf1_a_values = qf1(data["obs"], data["actions"]).view(-1)
+            qf2_a_values = qf2(data["obs"], data["actions"]).view(-1)
             qf1_loss = F.mse_loss(qf1_a_values, next_q_value)
             qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
             qf_loss = qf1_loss + qf2_loss
@@ -305,7 +305,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
     def update_actor(batch):
         observations = ReplayBuffer.split(batch, obs_dim, action_dim)["obs"]
         alpha = current_alpha()
-        with mixed():
+        with precision_autocast():
             pi, log_pi, _ = actor.get_action(observations)
             qf1_pi = torch.func.functional_call(qf1, qf1_detached, (observations, pi))
             qf2_pi = torch.func.functional_call(qf2, qf2_detached, (observations, pi))
@@ -317,7 +317,7 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         actor_optimizer.step()
 
         if args.autotune:
-            with torch.no_grad(), mixed():
+            with torch.no_grad(), precision_autocast():
                 _, log_pi, _ = actor.get_action(observations)
             alpha_loss = (-log_alpha.exp() * (log_pi + target_entropy)).mean()
 
@@ -343,9 +343,9 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
             return action, mean
 
     if compiling:  # Speed: torch.compile fuses the small ops of each function (not on a CPU: above)
-        update_critic = compiled(update_critic, args)
-        update_actor = compiled(update_actor, args)
-        policy = compiled(policy, args)
+        update_critic = compiled(update_critic, args.compile_mode)
+        update_actor = compiled(update_actor, args.compile_mode)
+        policy = compiled(policy, args.compile_mode)
     if args.cudagraphs:
         # Speed: each call replays a recorded CUDA graph (a compiled function wants one more eager call before capture)
         warmup = 3 if args.compile else 2

@@ -23,11 +23,11 @@ def test_the_adam_rule():
     """What `adam_settings` gives in each mode (one text in every fast file: tests/test_files.py)."""
     module = load_script(FAST[0])
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert module.adam_settings(module.Args(compile=True, cudagraphs=True), cuda) == {}
-    assert module.adam_settings(module.Args(compile=True), cpu) == {}
-    assert module.adam_settings(module.Args(cudagraphs=True), cuda) == dict(capturable=True, foreach=True)
-    assert module.adam_settings(module.Args(cudagraphs=True), cpu) == dict(fused=True)
-    assert module.adam_settings(module.Args(), cuda) == dict(fused=True)
+    assert module.adam_settings(True, True, cuda) == {}
+    assert module.adam_settings(True, False, cpu) == {}
+    assert module.adam_settings(False, True, cuda) == dict(capturable=True, foreach=True)
+    assert module.adam_settings(False, True, cpu) == dict(fused=True)
+    assert module.adam_settings(False, False, cuda) == dict(fused=True)
 
 
 @pytest.mark.parametrize("script", FAST)
@@ -37,6 +37,6 @@ def test_the_uncaptured_capturable_warning_is_not_shown_under_cudagraphs(script)
     for cudagraphs in (False, True):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            module.adam_settings(module.Args(cudagraphs=cudagraphs), torch.device("cuda"))
+            module.adam_settings(False, cudagraphs, torch.device("cuda"))
             warnings.warn(TORCH_WARNING, UserWarning)
         assert len(caught) == (0 if cudagraphs else 1), [str(w.message)[:80] for w in caught]

@@ -144,9 +144,9 @@ def test_graph_modes_mark_a_step_and_return_fresh_tensors(monkeypatch):
     monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
     x = torch.arange(4.0)
     for mode in ["reduce-overhead", "max-autotune"]:
-        f = module.compiled(None, module.Args(compile=True, compile_mode=mode))
+        f = module.compiled(None, mode)
         first, second = f(x, 2.0), f(x, 3.0)
         assert torch.equal(first["y"], 2 * x) and first["total"].item() == 12.0 and torch.equal(second["y"], 3 * x)
     assert len(marks) == 4  # one per call
-    plain = module.compiled(None, module.Args(compile=True, compile_mode="max-autotune-no-cudagraphs"))
+    plain = module.compiled(None, "max-autotune-no-cudagraphs")
     assert plain(x, 1.0)["y"] is buffer and len(marks) == 4  # no mark, no copy outside the graph-capturing modes

@@ -139,11 +139,11 @@ def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_
     # On a CPU the files run eager under --compile (measured slower there): compile the same functions here all the
     # same, with the plain Adam step that CUDA's compiled functions take (eager on a CPU steps the fused one), so that
     # a CPU run traces and checks the code CUDA compiles
-    monkeypatch.setattr(module, "adam_settings", lambda args, device: {})
+    monkeypatch.setattr(module, "adam_settings", lambda compile, cudagraphs, device: {})
     compiled = _make(module, algo, compile=True, **overrides)
     args = module.Args(compile=True, **overrides)
     for name in ("update_critic", "update_actor", "policy"):
-        setattr(compiled, name, module.compiled(getattr(compiled, name), args))
+        setattr(compiled, name, module.compiled(getattr(compiled, name), args.compile_mode))
     _copy_params(eager, compiled, algo)
     batch = _batch()
     before = _state(eager, algo)

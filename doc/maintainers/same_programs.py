@@ -41,7 +41,7 @@ RUNS = {
     "td3_continuous_action_torchcompile": (OFF_POLICY, 600, 200),
     "ppo_continuous_action": (PPO, 1024, 256),
     "ppo_continuous_action_torchcompile": (PPO, 1024, 256),
-    "ppo_continuous_action_ray_torchcompile": ([*PPO, "--env-runners", "0"], 1024, 256),
+    "ppo_continuous_action_ray_torchcompile": ([*PPO, "--env-runners", "1"], 1024, 256),
     "ppo_atari": (ATARI, 512, 128),
     "ppo_atari_torchcompile": (ATARI, 512, 128),
     "ppo_atari_multigpu_torchcompile": (ATARI, 512, 128),

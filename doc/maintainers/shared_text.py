@@ -533,10 +533,10 @@ GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cu
 
 
 # === compiled: dqn_torchcompile
-def compiled(fn, args: Args, **kwargs):
-    """torch.compile in --compile-mode; in GRAPH_MODES, whose replays overwrite their outputs, clones of the outputs."""
-    fn = torch.compile(fn, mode=args.compile_mode, **kwargs)
-    if args.compile_mode not in GRAPH_MODES:
+def compiled(fn, mode: str, **kwargs):
+    """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
+    fn = torch.compile(fn, mode=mode, **kwargs)
+    if mode not in GRAPH_MODES:
         return fn
 
     def call(*inputs, **named_inputs):
@@ -547,15 +547,25 @@ def compiled(fn, args: Args, **kwargs):
 
 
 # === adam_settings: dqn_torchcompile
-def adam_settings(args: Args, device: torch.device) -> dict:
+def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
-    if args.compile:
+    if compile:
         return {}
-    if args.cudagraphs and device.type == "cuda":
+    if cudagraphs and device.type == "cuda":
         # CudaGraphModule's warm-up calls run the step uncaptured on purpose: torch's warning about it is not for the user
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
         return dict(capturable=True, foreach=True)
     return dict(fused=True)
+
+
+# === malloc_keep_heap: ppo_atari_multigpu_torchcompile
+def malloc_keep_heap():
+    """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
+    them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
+    heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-1, 2**31 - 1)
+    libc.mallopt(-3, 32 << 20)
 
 
 # === layer_init: ppo_atari
