@@ -18,6 +18,8 @@ import sys
 import pytest
 import tyro
 from helpers.scripts import ROOT, SCRIPTS, load_script
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 README = ROOT / "README.md"
 USAGE = ROOT / "doc" / "usage.md"
@@ -155,26 +157,6 @@ def test_the_speed_table_is_the_results_pages():
                 assert f"{ratio:.2f}" == match.group(2), f"README {algorithm} {column}: {cell}, {page.name}: {ratio:.2f}x"
 
 
-def test_the_ratios_to_leanrl_are_the_table_s():
-    """The sentence under the CPU table: ours against LeanRL's with the same flags, per algorithm, from the table (each
-    file's measured `--compile` row, eager or not), and it names the one CPU they were measured on."""
-    text = " ".join(section(README.read_text(), "## Speed on a CPU").split())  # (a line may break anywhere)
-    table = readme_speed_table()
-    said = re.findall(r"([A-Z][\w ]+?): (\d+\.\d+)x \(no flags\), (\d+\.\d+)x \(`--compile`\)", text)
-    assert len(said) == len(table), said
-    page, _ = results_page()
-    cpu = re.search(r"cpu_model: .*?(Xeon|EPYC|Ryzen|Core|Graviton|Apple)", page.read_text()).group(1)
-    ratios = text[: text.index(said[0][0] + ": ")]
-    assert ratios.endswith(f"on this {cpu}: "), f"the ratios to LeanRL's must name the CPU they hold on ({cpu})"
-    for name, fast, compiled in said:
-        cells = table[ALGORITHMS[name.strip()]]
-        ours = [cells["fast"], cells["fast `--compile`"]]
-        theirs = [cells["LeanRL fast"], cells["LeanRL fast `--compile`"]]
-        for quoted, mine, peer in zip((fast, compiled), ours, theirs):
-            ratio = number(mine.split(" ")[0]) / number(peer.split(" ")[0])
-            assert f"{ratio:.2f}" == quoted, (name, quoted, ratio)
-
-
 # The steps in each GPU run's burn-in (the commands in the GPU pages' notes): PPO 2 iterations (--measure-burnin 2) of
 # 8 x 128 (Atari) and 2048 (continuous) steps; SAC and TD3 5,000 random steps and 51 updates (--learning-starts 5000
 # --measure-burnin 50); DQN 10,000 random steps, then an update every 10 steps, 51 of them (--measure-burnin 50).
@@ -283,7 +265,7 @@ def test_get_started_comes_first_and_gets_the_code():
     intro = text.split("\n### ", 1)[0].split("## Get started\n", 1)[1]
     clone, enter, venv, activate = commands(intro)
     assert clone.startswith("git clone ") and enter == f"cd {clone.split()[-1]}"
-    assert venv.startswith("python3 -m venv ") and activate.startswith(". ")
+    assert re.match(r"python3\.1[12] -m venv ", venv) and activate.startswith(". ")  # envpool: Python 3.11 up
     assert text.index("![") > text.index("### On a CPU")
 
 
@@ -302,8 +284,51 @@ def test_every_get_started_form_installs_then_trains_one_command_a_line():
         assert lines.index(training) < FIRST_SCREEN, f"{form}'s training command is on line {lines.index(training) + 1}"
         assert torch in requirements  # a tested version, in the range the requirements give
     install, tests = commands(section(text, "### The tests"))
-    assert install == "pip install -r requirements/requirements-dev.txt" and tests.startswith("python -m pytest")
-    assert "torch>=2.11,<2.14" in requirements
+    assert install == "pip install -r requirements/requirements-dev.txt -c requirements/constraints-cpu.txt"
+    assert tests.startswith("python -m pytest") and "torch>=2.11,<2.14" in requirements
+    # each install pins the versions that ran: the CPU's, the GPU's
+    for form, constraints in [("### On a GPU", "constraints-gpu.txt"), ("### On a CPU", "constraints-cpu.txt")]:
+        requirement = next(c for c in commands(section(text, form)) if "-r requirements/requirements.txt" in c)
+        assert requirement.endswith(f" -c requirements/{constraints}"), requirement
+
+
+def pins(name):
+    """{package (normalized): version} of a constraints file."""
+    lines = (ROOT / "requirements" / name).read_text().splitlines()
+    found = [line.split("==") for line in lines if line and not line.startswith("#")]
+    return {canonicalize_name(package): version for package, version in found}
+
+
+def requirements(name):
+    """The requirements of a requirements file, those it includes (-r) too."""
+    found = []
+    for line in (ROOT / "requirements" / name).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            found += requirements(line.split()[1])
+        elif line:
+            found.append(Requirement(line))
+    return found
+
+
+@pytest.mark.parametrize(
+    "constraints,files",
+    [("constraints-cpu.txt", ["requirements-dev.txt"]), ("constraints-gpu.txt", ["requirements.txt"])],
+)
+def test_the_constraints_pin_versions_the_requirements_admit(constraints, files):
+    """Each requirement has its pin in the CPU constraints, one the requirement admits; the GPU constraints pin what
+    the GPU machines had (torch 2.11.0, numpy 2.5.2) and what gpu_check.sh packs for them, each admitted too."""
+    pinned = pins(constraints)
+    for requirement in [r for f in files for r in requirements(f)]:
+        name = canonicalize_name(requirement.name)
+        if constraints == "constraints-cpu.txt":
+            assert name in pinned, f"{constraints} pins no {requirement.name}"
+        if name in pinned:
+            assert requirement.specifier.contains(pinned[name], prereleases=True), (constraints, requirement, pinned[name])
+    if constraints == "constraints-gpu.txt":
+        pack = re.search(r'OURS_WHEELS="(.*?)"', (ROOT / "doc" / "maintainers" / "gpu_check.sh").read_text(), re.S)[1]
+        packed = {canonicalize_name(p.split("==")[0]): p.split("==")[1] for p in pack.split()}
+        assert pinned == {**packed, "torch": "2.11.0", "numpy": "2.5.2"}, set(pinned.items()) ^ set(packed.items())
 
 
 def test_the_headline_caption_is_the_learning_page_s():
