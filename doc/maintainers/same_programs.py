@@ -47,7 +47,7 @@ RUNS = {
     "ppo_atari_multigpu_torchcompile": (ATARI, 512, 128),
 }
 CLOCK = {"sps", "wall_time_s", "warmup_s", "time"}
-PATHS = {"output_dir", "resume", "eval_model", "script", "_run_dir"}
+PATHS = {"output_dir", "resume", "eval_model", "script", "_run_dir", "nodes_used", "runner_nodes"}  # and Ray's node ids
 
 
 def tensor_hash(value):
@@ -71,6 +71,8 @@ def fingerprint(run_dir):
     for name in ("model.pt", "checkpoint.pt"):
         if (run_dir / name).is_file():
             content = torch.load(run_dir / name, weights_only=False)
+            if isinstance(content.get("args"), dict):  # the run's own paths
+                content["args"] = {k: v for k, v in content["args"].items() if k not in PATHS}
             if name == "checkpoint.pt":  # all the loop needs to go on; not the run's log (its clock) or the script's name
                 content = {k: v for k, v in content.items() if k not in ("log", "script")}
             found[name] = tensor_hash(content)
