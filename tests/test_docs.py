@@ -46,9 +46,26 @@ LOWER_START = re.compile(
 ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:work|tmp|home|root|Users|mnt|scratch|private)/[\w.-]")
 
 
+def flat_matches(lines, pattern):
+    """The numbers (from 1) of the lines where the pattern matches the text read as one line, each run of white space
+    (a line break and the next line's indent included) read as one space: a phrase broken across lines is found, at
+    the line where it starts."""
+    flat, line_of = [], []
+    for n, line in enumerate(lines, 1):
+        for piece in re.finditer(r"\S+|\s+", line + "\n"):
+            text = piece.group() if piece.group().strip() else " "
+            if text == " " and flat and flat[-1] == " ":
+                continue
+            flat.append(text)
+            line_of += [n] * len(text)
+    joined = "".join(flat)
+    return sorted({line_of[m.start()] for m in pattern.finditer(joined)})
+
+
 def lines_matching(path, pattern):
     name = path.relative_to(ROOT) if ROOT in path.parents else path.name
-    return [f"{name}:{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    lines = path.read_text().splitlines()
+    return [f"{name}:{n}: {lines[n - 1].strip()}" for n in flat_matches(lines, pattern)]
 
 
 @pytest.mark.parametrize("page", USER_PAGES + PUBLISHED, ids=lambda p: str(p.relative_to(ROOT)))
@@ -64,14 +81,19 @@ def test_no_word_of_how_the_checks_were_organised_in_a_user_page(page):
 
 
 def prose_lines_matching(path, pattern):
-    """lines_matching outside code blocks and code spans."""
+    """lines_matching outside code blocks and code spans (a code block ends a sentence's run of lines)."""
     name = path.relative_to(ROOT) if ROOT in path.parents else path.name
-    found, fenced = [], False
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        fenced = fenced != line.lstrip().startswith("```")
-        if not fenced and pattern.search(re.sub(r"`[^`]*`", "`x`", line)):
-            found.append(f"{name}:{n}: {line.strip()}")
-    return found
+    lines, prose, fenced = path.read_text().splitlines(), [], False
+    for line in lines:
+        fence = line.lstrip().startswith("```")
+        fenced = fenced != fence
+        prose.append("" if fenced or fence else re.sub(r"`[^`]*`", "`x`", line))
+    blocks, start = [], 0  # paragraphs, so that no match runs from one into the next
+    for n, line in enumerate(prose + [""], 1):
+        if not line.strip():
+            blocks += [start + m for m in flat_matches(prose[start : n - 1], pattern)]
+            start = n
+    return [f"{name}:{n}: {lines[n - 1].strip()}" for n in blocks]
 
 
 @pytest.mark.parametrize(
@@ -92,6 +114,8 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     page = tmp_path / "results.md"
     page.write_text("made in one sitting (issue 40) on the stand-in device\nsee /work/main/bench/x/summary.json\n")
     assert len(lines_matching(page, WORKFLOW)) == 1 and len(lines_matching(page, ABSOLUTE)) == 1
+    page.write_text("a paragraph whose words (issue\n  36 kept it) break across lines\n")  # found at its first line
+    assert lines_matching(page, WORKFLOW) == ["results.md:1: a paragraph whose words (issue"]
     page.write_text("see https://example.org/tmp/x and bench/x/summary.json; a process session of its own? no\n")
     assert not lines_matching(page, ABSOLUTE)
     said_again = [
@@ -117,6 +141,8 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert not lines_matching(page, KEEPING)
     page.write_text("not reached on this run. the GPU checklist's target\nno sync there. each loop\n")
     assert len(prose_lines_matching(page, LOWER_START)) == 2
+    page.write_text("a sentence ends here.\nthe next begins in lower case\n\n```\nx = 1.\nthe code\n```\n")
+    assert prose_lines_matching(page, LOWER_START) == ["results.md:1: a sentence ends here."]
     page.write_text("e.g. the H100; 1e-3. cuDNN's; here. bf16 keeps; shown. envpool steps; `x. the`\n")
     assert not prose_lines_matching(page, LOWER_START)
 
