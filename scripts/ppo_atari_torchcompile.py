@@ -494,6 +494,13 @@ import tqdm
 from torch.utils.tensorboard import SummaryWriter
 
 
+def start_run(args, run_dir, columns):
+    """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
+    model = check_args(args)
+    saved = resume(args) if args.resume else None
+    return Run(args, saved, model).open(run_dir, columns.split())
+
+
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
@@ -516,6 +523,27 @@ def check_args(args: Args):
     return check_run_flags(args, "ppo_atari")
 
 
+def check_fast_flags(args: Args):
+    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
+    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if not cuda and args.cudagraphs:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if not cuda and args.compile_mode in GRAPH_MODES:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
 def check_run_flags(args, agent):
     """What every file checks after its own flags: --resume or --eval-model (whose file is read once, here), CUDA."""
     if args.resume and args.eval_model:
@@ -536,90 +564,70 @@ def check_run_flags(args, agent):
     return model
 
 
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
+def resume(args):
+    """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
+    saved = load_checkpoint(args)
+    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
+        rows = f.readlines()  # the header, then one row per line, in the order of global_step
+        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
+        f.truncate(len("".join(kept)))
+    return saved
 
 
-def evaluate(args, act, video_dir=None):  # envpool renders no video
-    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
-    their full-game scores, as in training (EpisodeTracker)."""
-    env = envpool.make(
-        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
-    )  # training's envs are seeded seed .. seed + num_envs - 1
-    tracker = EpisodeTracker(1)
-    returns = []
-    obs, _ = env.reset()
-    done = np.zeros(1, dtype=bool)
-    while len(returns) < args.eval_episodes:
-        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
-        obs, _, terminations, truncations, info = env.step(act(obs))
-        done = np.logical_or(terminations, truncations)
-        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
-    env.close()
-    return returns
+def load_checkpoint(args):
+    """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
+    try:
+        with torch.serialization.safe_globals(NUMPY):
+            path = os.path.join(args.resume, "checkpoint.pt")
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if saved["script"] != pathlib.Path(__file__).stem:
+            raise ValueError(f"it is {saved['script']}.py's")
+        if saved.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"it is of format {saved.get('version', 1)}, written before this file's ({CHECKPOINT_VERSION})")
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")
+    for name, value in saved["args"].items():
+        if name not in RESUMABLE and getattr(args, name, value) != value:
+            flag = f"--{name.replace('_', '-')}"
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
+    return saved
 
 
-def env_state(envs):
-    """envpool's envs cannot be saved: a checkpoint holds none of their state."""
-    return None
-
-
-def set_env_state(envs, state):
-    """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
-    print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
-
-
-def explained_variance(values, returns, w):
-    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
-    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
-    n = w.sum().clamp(min=1.0)
-
-    def var(x):  # the variance over the valid rows
-        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
-
-    var_y = var(returns)
-    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
-
-
-def start_run(args, run_dir, columns):
-    """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
-    model = check_args(args)
-    saved = resume(args) if args.resume else None
-    return Run(args, saved, model).open(run_dir, columns.split())
-
-
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+# Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
+RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
+RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
+CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+# numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
+NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
+NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
 class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
     def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
-        self.args, self.start = args, time.time()
-        self.saved, self.model = saved, model
+        self.args, self.saved, self.model = args, saved, model
+        self.start = time.time()
         self.status = "finished"  # until the loop or the evaluation ends otherwise
-        self.part = saved["log"] if saved else so_far(None, 0)
+        self.part = saved["log"] if saved else dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
         self.episodes = [tuple(e) for e in self.part["episodes"]]
         self.resumes = self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
+        self.updates = 0  # (PPO: iterations)
+        # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
+        self.learning_start = self.burnin_end = self.end = None
+        self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
+            signal.signal(signum, self.ask_to_stop)
+
+    def ask_to_stop(self, signum, frame):
+        """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
+        during the evaluation, stops it at once."""
+        again = self.stopping == "interrupted" and signum == signal.SIGINT
+        self.stopping = self.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+        if again or self.evaluating:
+            raise KeyboardInterrupt
 
     def open(self, run_dir, columns):
         """The run folder with its metrics.csv (these columns), TensorBoard, wandb (--track) and the progress bar."""
@@ -663,14 +671,6 @@ class Run:
             set_random_streams(self.saved["random"])
         return self.saved
 
-    def checkpoint(self, global_step, learned, envs, **loop):
-        """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
-        if checkpoint_due(self, global_step):
-            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
-        if self.stopping:
-            self.status = self.stopping
-        return self.stopping is not None
-
     @contextlib.contextmanager
     def until_stopped(self, envs):
         """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
@@ -694,11 +694,6 @@ class Run:
         self.learning_start = self.learning_start or time.time()
         self.updates += 1
         self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -725,11 +720,60 @@ class Run:
             self.status = "diverged"
         return bool(bad)
 
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part = self.so_far(global_step)
+        last = np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
+        if self.checkpoint_due(global_step):
+            self.save_checkpoint(global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    def checkpoint_due(self, global_step):
+        """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the self stops."""
+        interval = self.args.checkpoint_interval
+        return interval > 0 and (self.stopping is not None or global_step // interval > self.part["step"] // interval)
+
+    def save_checkpoint(self, global_step, **content):
+        """checkpoint.pt: what main gives (states, envs, the loop's counters), the self so far and the random streams."""
+        content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+        content.update(version=CHECKPOINT_VERSION)
+        self.save(content, "checkpoint.pt")
+        self.part["step"] = global_step
+
+    def so_far(self, global_step):
+        """The self up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
+        steps, seconds = self.part["time"]
+        warmup = self.part["warmup_s"]
+        if self.burnin_end:
+            warmup += self.burnin_end[0] - self.learning_start
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            steps, seconds = steps + global_step - self.burnin_end[1], seconds + (self.end or time.time()) - self.burnin_end[0]
+        part = dict(step=global_step, episodes=self.episodes, resumes=self.resumes, time=[steps, seconds], warmup_s=warmup)
+        return dict(part, wall_s=self.part["wall_s"] + time.time() - self.start)
+
+    def save(self, content, name):
+        """Into the self folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
+        if self.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+            torch.cuda.synchronize()
+        path = os.path.join(self.run_dir, name)
+        # a tensor without its graph (a loss kept for the log)
+        content = tree_map_only(torch.Tensor, torch.Tensor.detach, dict(content, args=asdict(self.args)))
+        torch.save(content, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+
     def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
+        self.end = time.time()  # steps/s ends here
+        args = self.args
+        evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
+            self.save(dict(model, env_id=args.env_id), "model.pt")
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
@@ -740,11 +784,12 @@ class Run:
         if self.status == "finished":  # a finished run goes on no more: its checkpoint goes
             pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
         self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
+        script = pathlib.Path(__file__).stem
+        gpu = torch.cuda.get_device_name() if args.cuda else None
         summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
         summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        summary["warmup_s"] = self.so_far(global_step)["warmup_s"] if self.burnin_end or self.resumes else None
         self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
         if evals:
@@ -758,35 +803,16 @@ class Run:
         return self.status
 
 
-# Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
-RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
-RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
-# numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
-NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
-NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
 
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
 
-def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
-    during the evaluation, stops it at once."""
-    again = run.stopping == "interrupted" and signum == signal.SIGINT
-    run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
-    if again or run.evaluating:
-        raise KeyboardInterrupt
-
-
-def so_far(run, global_step):
-    """The run up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
-    if run is None:  # a new run
-        return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
-    (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
-    if run.burnin_end:
-        warmup += run.burnin_end[0] - run.learning_start
-    if run.burnin_end and global_step > run.burnin_end[1]:
-        steps, seconds = steps + global_step - run.burnin_end[1], seconds + (run.end or time.time()) - run.burnin_end[0]
-    part = dict(step=global_step, episodes=run.episodes, resumes=run.resumes, time=[steps, seconds], warmup_s=warmup)
-    return dict(part, wall_s=run.part["wall_s"] + time.time() - run.start)
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
 def states(parts):
@@ -809,31 +835,6 @@ def load_states(parts, kept):
                 group["lr"] = lr.fill_(float(group["lr"]))
 
 
-def checkpoint_due(run, global_step):
-    """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
-    interval = run.args.checkpoint_interval
-    return interval > 0 and (run.stopping is not None or global_step // interval > run.part["step"] // interval)
-
-
-def save_checkpoint(run, global_step, **content):
-    """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
-    content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-    content.update(version=CHECKPOINT_VERSION)
-    save(run, content, "checkpoint.pt")
-    run.part["step"] = global_step
-
-
-def save(run, content, name):
-    """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
-    if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
-        torch.cuda.synchronize()
-    path = os.path.join(run.run_dir, name)
-    # a tensor without its graph (a loss kept for the log)
-    content = tree_map_only(torch.Tensor, torch.Tensor.detach, dict(content, args=asdict(run.args)))
-    torch.save(content, f"{path}.tmp")
-    os.replace(f"{path}.tmp", path)
-
-
 def random_streams():
     """Python's, numpy's and torch's random streams (every GPU's too)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
@@ -848,34 +849,33 @@ def set_random_streams(streams):
         torch.cuda.set_rng_state_all(streams["cuda"])
 
 
-def load_checkpoint(args):
-    """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
-    try:
-        with torch.serialization.safe_globals(NUMPY):
-            path = os.path.join(args.resume, "checkpoint.pt")
-            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        if saved["script"] != pathlib.Path(__file__).stem:
-            raise ValueError(f"it is {saved['script']}.py's")
-        if saved.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"it is of format {saved.get('version', 1)}, written before this file's ({CHECKPOINT_VERSION})")
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")
-    for name, value in saved["args"].items():
-        if name not in RESUMABLE and getattr(args, name, value) != value:
-            flag = f"--{name.replace('_', '-')}"
-            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
-    return saved
+def evaluate(args, act, video_dir=None):  # envpool renders no video
+    """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
+    their full-game scores, as in training (EpisodeTracker)."""
+    env = envpool.make(
+        args.env_id, env_type="gymnasium", num_envs=1, episodic_life=True, reward_clip=True, seed=args.seed + 100_000
+    )  # training's envs are seeded seed .. seed + num_envs - 1
+    tracker = EpisodeTracker(1)
+    returns = []
+    obs, _ = env.reset()
+    done = np.zeros(1, dtype=bool)
+    while len(returns) < args.eval_episodes:
+        valid = ~done  # the step after a done is envpool's reset step: its action is ignored
+        obs, _, terminations, truncations, info = env.step(act(obs))
+        done = np.logical_or(terminations, truncations)
+        returns += [float(score) for score, _ in tracker.step(info, truncations, valid)]
+    env.close()
+    return returns
 
 
-def resume(args):
-    """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
-    saved = load_checkpoint(args)
-    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
-        rows = f.readlines()  # the header, then one row per line, in the order of global_step
-        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
-        f.truncate(len("".join(kept)))
-    return saved
+def env_state(envs):
+    """envpool's envs cannot be saved: a checkpoint holds none of their state."""
+    return None
+
+
+def set_env_state(envs, state):
+    """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
+    print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
 
 
 if __name__ == "__main__":

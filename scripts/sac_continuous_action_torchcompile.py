@@ -380,8 +380,7 @@ def main(args: Args):
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the final one in infos
     videos = os.path.join(run_dir, "videos")  # (--capture-video)
     capture_video = args.capture_video
-    # with --eval-episodes, the evaluation is filmed instead
-    capture_video = capture_video and not args.eval_episodes  # Run:
+    capture_video = capture_video and not args.eval_episodes  # Run: the evaluation is filmed
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
             [make_env(args.env_id, args.seed + i, i, capture_video, videos) for i in range(args.num_envs)],
@@ -487,6 +486,13 @@ import tqdm
 from torch.utils.tensorboard import SummaryWriter
 
 
+def start_run(args, run_dir, columns):
+    """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
+    model = check_args(args)
+    saved = resume(args) if args.resume else None
+    return Run(args, saved, model).open(run_dir, columns.split())
+
+
 def check_args(args: Args):
     """Bad input ends the run here, before any work, with one line naming the flag (`check` is below).
     What this machine lacks falls back with a warning. The one place that changes `args`."""
@@ -507,29 +513,6 @@ def check_args(args: Args):
         args.buffer_size = args.batch_size
     check_fast_flags(args)  # (its warnings after every error above)
     return check_run_flags(args, "sac_continuous_action")
-
-
-def check_run_flags(args, agent):
-    """What every file checks after its own flags: --resume or --eval-model (whose file is read once, here), CUDA."""
-    if args.resume and args.eval_model:
-        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
-    model = None
-    if args.eval_model:  # evaluation only: the file holds this pair's agent for --env-id
-        try:
-            model = torch.load(args.eval_model, map_location="cpu", weights_only=True)
-            if model["agent"] != agent or model["env_id"] != args.env_id:
-                raise ValueError(f"it holds a {model['agent']} agent for {model['env_id']}")
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
-        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
-    if args.cuda and not torch.cuda.is_available():
-        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
-        args.cuda = False
-    # MuJoCo: without a display, the videos render offscreen through EGL
-    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")
-    return model
 
 
 def check_fast_flags(args: Args):
@@ -570,6 +553,308 @@ def silence_v4_notices():
 
     warnings.filterwarnings("ignore", message=r".*is out of date\. You should consider upgrading to version `v5`")
     mujoco.set_mju_user_warning(mujoco_warning)
+
+
+def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
+    for name in names.split():
+        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
+            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
+
+
+def check_run_flags(args, agent):
+    """What every file checks after its own flags: --resume or --eval-model (whose file is read once, here), CUDA."""
+    if args.resume and args.eval_model:
+        sys.exit("error: --resume: not with --eval-model (an evaluation goes on from no run)")
+    model = None
+    if args.eval_model:  # evaluation only: the file holds this pair's agent for --env-id
+        try:
+            model = torch.load(args.eval_model, map_location="cpu", weights_only=True)
+            if model["agent"] != agent or model["env_id"] != args.env_id:
+                raise ValueError(f"it holds a {model['agent']} agent for {model['env_id']}")
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {args.eval_model} is no {agent} model for {args.env_id} ({problem})")
+        args.total_timesteps, args.eval_episodes = 0, args.eval_episodes or 10
+    if args.cuda and not torch.cuda.is_available():
+        print("warning: --cuda: CUDA is not available, running on the CPU", file=sys.stderr)
+        args.cuda = False
+    # MuJoCo: without a display, the videos render offscreen through EGL
+    if args.capture_video and sys.platform == "linux" and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    return model
+
+
+def resume(args):
+    """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
+    saved = load_checkpoint(args)
+    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
+        rows = f.readlines()  # the header, then one row per line, in the order of global_step
+        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
+        f.truncate(len("".join(kept)))
+    return saved
+
+
+def load_checkpoint(args):
+    """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
+    try:
+        with torch.serialization.safe_globals(NUMPY):
+            path = os.path.join(args.resume, "checkpoint.pt")
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        if saved["script"] != pathlib.Path(__file__).stem:
+            raise ValueError(f"it is {saved['script']}.py's")
+        if saved.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"it is of format {saved.get('version', 1)}, written before this file's ({CHECKPOINT_VERSION})")
+    except Exception as e:
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")
+    for name, value in saved["args"].items():
+        if name not in RESUMABLE and getattr(args, name, value) != value:
+            flag = f"--{name.replace('_', '-')}"
+            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
+    return saved
+
+
+# Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
+RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
+RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
+CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+# numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
+NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
+NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
+
+
+class Run:
+    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
+
+    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
+        self.args, self.saved, self.model = args, saved, model
+        self.start = time.time()
+        self.status = "finished"  # until the loop or the evaluation ends otherwise
+        self.part = saved["log"] if saved else dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
+        self.episodes = [tuple(e) for e in self.part["episodes"]]
+        self.resumes = self.part["resumes"] + 1
+        self.updates = 0  # (PPO: iterations)
+        # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
+        self.learning_start = self.burnin_end = self.end = None
+        self.wandb = self.stopping = None
+        self.evaluating = False  # (a signal stops the evaluation at once)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
+            signal.signal(signum, self.ask_to_stop)
+
+    def ask_to_stop(self, signum, frame):
+        """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
+        during the evaluation, stops it at once."""
+        again = self.stopping == "interrupted" and signum == signal.SIGINT
+        self.stopping = self.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+        if again or self.evaluating:
+            raise KeyboardInterrupt
+
+    def open(self, run_dir, columns):
+        """The run folder with its metrics.csv (these columns), TensorBoard, wandb (--track) and the progress bar."""
+        self.run_dir, args = run_dir, self.args
+        try:  # what can fail here is --track's wandb or the folder
+            if args.track:
+                import wandb
+
+                name = os.path.basename(run_dir)
+                self.wandb = wandb.init(
+                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
+                )
+            os.makedirs(run_dir, exist_ok=True)  # (as in CleanRL: one second's runs share it)
+        except (ImportError, OSError) as e:
+            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
+            sys.exit(f"error: {flag}")
+        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
+        self.csv = csv.DictWriter(open(os.path.join(run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
+        if not self.saved:  # (a resumed run's: resume() cut them back to its checkpoint)
+            self.csv.writeheader()
+        self.writer = SummaryWriter(run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
+        return self
+
+    def load_weights(self, module):
+        """--eval-model's weights into `module`, in place (compiled functions read them), or one line; the file."""
+        try:
+            module.load_state_dict(self.model["model"])
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
+        return self.model
+
+    def restore(self, learned, envs):
+        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+        if self.saved:
+            load_states(learned, self.saved["learned"])
+            set_env_state(envs, self.saved["envs"])
+            set_random_streams(self.saved["random"])
+        return self.saved
+
+    @contextlib.contextmanager
+    def until_stopped(self, envs):
+        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
+            self.status = "failed"
+            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
+        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
+        # the other workers are ended directly (they ignore SIGTERM)
+        try:
+            envs.close()
+        except (EOFError, ConnectionError):
+            for process in envs.unwrapped.processes:
+                process.kill()
+            envs.unwrapped.closed = True
+
+    def count_update(self, global_step):  # before each update (PPO: iteration)
+        self.learning_start = self.learning_start or time.time()
+        self.updates += 1
+        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+
+    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
+        row = {**self.stats(global_step), **metrics}
+        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        if tensors:  # a tensor logs its mean, all in one transfer
+            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
+        self.csv.writerow(row)
+        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
+        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
+        self.bar.update(global_step - self.bar.n)
+        self.bar.set_postfix_str(line)
+        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
+            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
+        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
+        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
+        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
+        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
+            self.writer.add_scalar(key, value, global_step)
+        if self.wandb:
+            self.wandb.log(logged, step=global_step)
+        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
+            self.status = "diverged"
+        return bool(bad)
+
+    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
+        part = self.so_far(global_step)
+        last = np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
+        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
+        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
+
+    def checkpoint(self, global_step, learned, envs, **loop):
+        """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
+        if self.checkpoint_due(global_step):
+            self.save_checkpoint(global_step, learned=states(learned), envs=env_state(envs), **loop)
+        if self.stopping:
+            self.status = self.stopping
+        return self.stopping is not None
+
+    def checkpoint_due(self, global_step):
+        """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the self stops."""
+        interval = self.args.checkpoint_interval
+        return interval > 0 and (self.stopping is not None or global_step // interval > self.part["step"] // interval)
+
+    def save_checkpoint(self, global_step, **content):
+        """checkpoint.pt: what main gives (states, envs, the loop's counters), the self so far and the random streams."""
+        content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
+        content.update(version=CHECKPOINT_VERSION)
+        self.save(content, "checkpoint.pt")
+        self.part["step"] = global_step
+
+    def so_far(self, global_step):
+        """The self up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
+        steps, seconds = self.part["time"]
+        warmup = self.part["warmup_s"]
+        if self.burnin_end:
+            warmup += self.burnin_end[0] - self.learning_start
+        if self.burnin_end and global_step > self.burnin_end[1]:
+            steps, seconds = steps + global_step - self.burnin_end[1], seconds + (self.end or time.time()) - self.burnin_end[0]
+        part = dict(step=global_step, episodes=self.episodes, resumes=self.resumes, time=[steps, seconds], warmup_s=warmup)
+        return dict(part, wall_s=self.part["wall_s"] + time.time() - self.start)
+
+    def save(self, content, name):
+        """Into the self folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
+        if self.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
+            torch.cuda.synchronize()
+        path = os.path.join(self.run_dir, name)
+        # a tensor without its graph (a loss kept for the log)
+        content = tree_map_only(torch.Tensor, torch.Tensor.detach, dict(content, args=asdict(self.args)))
+        torch.save(content, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+
+    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+        self.end = time.time()  # steps/s ends here
+        args = self.args
+        evals = []
+        self.bar.close()
+        if args.save_model and self.status != "diverged":  # what is needed to act, and whence
+            self.save(dict(model, env_id=args.env_id), "model.pt")
+        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
+            self.evaluating = args.eval_episodes and self.status == "finished"
+            if self.evaluating:
+                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+        except KeyboardInterrupt:  # (ask_to_stop says which signal)
+            self.status = self.stopping or "interrupted"
+        self.evaluating = False
+        if self.status == "finished":  # a finished run goes on no more: its checkpoint goes
+            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
+        self.writer.close()
+        script = pathlib.Path(__file__).stem
+        gpu = torch.cuda.get_device_name() if args.cuda else None
+        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
+        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
+        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
+        summary["warmup_s"] = self.so_far(global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
+        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
+        if evals:
+            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
+            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
+        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
+            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
+            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
+        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
+        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
+        return self.status
+
+
+def states(parts):
+    """What a checkpoint keeps of each learned part: a tensor, or the state_dict of a network, optimizer or buffer."""
+    return {name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict() for name, part in parts.items()}
+
+
+def load_states(parts, kept):
+    """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""
+    for name, part in parts.items():
+        if isinstance(part, torch.Tensor):
+            with torch.no_grad():
+                part.copy_(kept[name])
+            continue
+        # a tensor lr is the one the compiled and captured updates read: kept, with the saved value
+        lrs = [group["lr"] for group in getattr(part, "param_groups", [])]
+        part.load_state_dict(kept[name])
+        for group, lr in zip(getattr(part, "param_groups", []), lrs):
+            if isinstance(lr, torch.Tensor):
+                group["lr"] = lr.fill_(float(group["lr"]))
+
+
+def random_streams():
+    """Python's, numpy's and torch's random streams (every GPU's too)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return dict(python=random.getstate(), numpy=np.random.get_state(legacy=False), torch=torch.get_rng_state(), cuda=cuda)
+
+
+def set_random_streams(streams):
+    random.setstate(streams["python"])
+    np.random.set_state(streams["numpy"])
+    torch.set_rng_state(streams["torch"])
+    if streams["cuda"]:
+        torch.cuda.set_rng_state_all(streams["cuda"])
 
 
 def evaluate(args, act, video_dir):
@@ -649,12 +934,14 @@ def layer_state(layer):
 
 def set_layer_state(layer, state):
     for name, value in state.items():
-        if isinstance(value, dict) and "generator" in value:
-            value, saved = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])()), value
-            value.bit_generator.state = saved["generator"]
-        elif isinstance(value, dict) and "mean" in value:
-            value, rms = getattr(layer, name), value
-            value.mean, value.var, value.count = rms["mean"], rms["var"], rms["count"]
+        if isinstance(value, dict) and "generator" in value:  # a numpy random stream
+            generator = np.random.Generator(getattr(np.random, value["generator"]["bit_generator"])())
+            generator.bit_generator.state = value["generator"]
+            value = generator
+        elif isinstance(value, dict) and "mean" in value:  # running statistics
+            rms = getattr(layer, name)
+            rms.mean, rms.var, rms.count = value["mean"], value["var"], value["count"]
+            value = rms
         elif isinstance(value, dict) and "queue" in value:
             value = collections.deque(value["queue"], maxlen=value["maxlen"])
         setattr(layer, name, value)
@@ -678,292 +965,6 @@ def set_env_state(envs, state):
         env = env.env
     envs.single_action_space.np_random.bit_generator.state = state["action_space"]
     env.set_attr("snapshot", state["envs"])
-
-
-def start_run(args, run_dir, columns):
-    """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
-    model = check_args(args)
-    saved = resume(args) if args.resume else None
-    return Run(args, saved, model).open(run_dir, columns.split())
-
-
-def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
-    for name in names.split():
-        if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
-            sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
-
-
-class Run:
-    """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
-
-    def __init__(self, args, saved=None, model=None):  # --resume's checkpoint, --eval-model's file
-        self.args, self.start = args, time.time()
-        self.saved, self.model = saved, model
-        self.status = "finished"  # until the loop or the evaluation ends otherwise
-        self.part = saved["log"] if saved else so_far(None, 0)
-        self.episodes = [tuple(e) for e in self.part["episodes"]]
-        self.resumes = self.part["resumes"] + 1
-        self.updates, self.learning_start, self.burnin_end = 0, None, None  # end: (time, step)
-        self.end, self.wandb, self.stopping = None, None, None
-        self.evaluating = False  # (a signal stops the evaluation at once)
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
-            signal.signal(signum, lambda signum, frame: ask_to_stop(self, signum, frame))
-
-    def open(self, run_dir, columns):
-        """The run folder with its metrics.csv (these columns), TensorBoard, wandb (--track) and the progress bar."""
-        self.run_dir, args = run_dir, self.args
-        try:  # what can fail here is --track's wandb or the folder
-            if args.track:
-                import wandb
-
-                name = os.path.basename(run_dir)
-                self.wandb = wandb.init(
-                    project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=name, save_code=True
-                )
-            os.makedirs(run_dir, exist_ok=True)  # (as in CleanRL: one second's runs share it)
-        except (ImportError, OSError) as e:
-            flag = "--track: needs wandb: pip install wandb" if isinstance(e, ImportError) else f"--output-dir: {e}"
-            sys.exit(f"error: {flag}")
-        columns = ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s", *columns]
-        self.csv = csv.DictWriter(open(os.path.join(run_dir, "metrics.csv"), "a", buffering=1, newline=""), columns)
-        if not self.saved:  # (a resumed run's: resume() cut them back to its checkpoint)
-            self.csv.writeheader()
-        self.writer = SummaryWriter(run_dir, purge_step=self.part["step"] + 1)  # TensorBoard
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
-        self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
-        return self
-
-    def load_weights(self, module):
-        """--eval-model's weights into `module`, in place (compiled functions read them), or one line; the file."""
-        try:
-            module.load_state_dict(self.model["model"])
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
-        return self.model
-
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
-        if self.saved:
-            load_states(learned, self.saved["learned"])
-            set_env_state(envs, self.saved["envs"])
-            set_random_streams(self.saved["random"])
-        return self.saved
-
-    def checkpoint(self, global_step, learned, envs, **loop):
-        """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
-        if checkpoint_due(self, global_step):
-            save_checkpoint(self, global_step, learned=states(learned), envs=env_state(envs), **loop)
-        if self.stopping:
-            self.status = self.stopping
-        return self.stopping is not None
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
-        try:
-            yield
-        except KeyboardInterrupt:
-            self.status = "interrupted"
-        except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
-            self.status = "failed"
-            print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
-        # --async-envs: a step left pending (a second Ctrl-C) ends first; a dead worker's pipe fails the closing: then
-        # the other workers are ended directly (they ignore SIGTERM)
-        try:
-            envs.close()
-        except (EOFError, ConnectionError):
-            for process in envs.unwrapped.processes:
-                process.kill()
-            envs.unwrapped.closed = True
-
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
-
-    def stats(self, global_step):  # for metrics.csv and summary.json: steps/s, the last 20 episodes
-        part, last = so_far(self, global_step), np.mean(self.episodes[-20:], 0).tolist() if self.episodes else [None, None]
-        stats = dict(global_step=global_step, sps=part["time"][0] / part["time"][1] if part["time"][0] else None)
-        return dict(stats, episodic_return=last[0], episodic_length=last[1], wall_time_s=part["wall_s"])
-
-    def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
-        row = {**self.stats(global_step), **metrics}
-        tensors = {k: v.detach().float().mean() for k, v in metrics.items() if isinstance(v, torch.Tensor)}
-        if tensors:  # a tensor logs its mean, all in one transfer
-            row.update(zip(tensors, torch.stack(list(tensors.values())).tolist()))
-        self.csv.writerow(row)
-        speed = "warming up" if row["sps"] is None else f"{row['sps']:.0f} steps/s"
-        line = f"{speed}, return {'-' if row['episodic_return'] is None else round(row['episodic_return'], 1)}"
-        self.bar.update(global_step - self.bar.n)
-        self.bar.set_postfix_str(line)
-        if self.bar.disable:  # off a terminal (Slurm, nohup, CI): a plain line instead
-            print(f"step {global_step}/{self.args.total_timesteps}: {line}", file=sys.stderr, flush=True)
-        charts = ["sps", "episodic_return", "episodic_length", "wall_time_s", "learning_rate", "epsilon"]
-        logged = {("charts/" if k in charts else "losses/") + k: v for k, v in row.items() if v is not None}
-        logged = {k.replace("charts/sps", "charts/SPS"): v for k, v in logged.items() if k != "losses/global_step"}
-        for key, value in logged.items():  # CleanRL's keys: charts/SPS, ..., losses/...
-            self.writer.add_scalar(key, value, global_step)
-        if self.wandb:
-            self.wandb.log(logged, step=global_step)
-        bad = [f"{k} is {v}" for k, v in row.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
-        if bad:
-            print(f"error: the run diverged: {bad[0]} at step {global_step}", file=sys.stderr)
-            self.status = "diverged"
-        return bool(bad)
-
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
-        self.end, args, evals = time.time(), self.args, []  # steps/s ends here
-        self.bar.close()
-        if args.save_model and self.status != "diverged":  # what is needed to act, and whence
-            save(self, dict(model, env_id=args.env_id), "model.pt")
-        try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
-            self.evaluating = args.eval_episodes and self.status == "finished"
-            if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
-        except KeyboardInterrupt:  # (ask_to_stop says which signal)
-            self.status = self.stopping or "interrupted"
-        self.evaluating = False
-        if self.status == "finished":  # a finished run goes on no more: its checkpoint goes
-            pathlib.Path(self.run_dir, "checkpoint.pt").unlink(missing_ok=True)
-        self.writer.close()
-        script, gpu = pathlib.Path(__file__).stem, torch.cuda.get_device_name() if args.cuda else None
-        summary = dict(script=script, algo=script.split("_")[0], device="cuda" if args.cuda else "cpu", gpu_name=gpu)
-        summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
-        summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
-        summary["warmup_s"] = so_far(self, global_step)["warmup_s"] if self.burnin_end or self.resumes else None
-        self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
-        summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
-        if evals:
-            summary.update(eval_return_mean=float(np.mean(evals)), eval_return_std=float(np.std(evals)))
-            print(f"evaluation: {len(evals)} episodes, return {np.mean(evals):.1f} +- {np.std(evals):.1f}", file=sys.stderr)
-        if summary["sps"] is None and summary["status"] == "finished":  # a short run is no error
-            measured = f"{self.updates} updates, --measure-burnin {args.measure_burnin}"
-            print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
-        pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
-        print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
-
-
-# Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
-RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
-RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
-# numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
-NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
-NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
-
-
-def ask_to_stop(run, signum, frame):
-    """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
-    during the evaluation, stops it at once."""
-    again = run.stopping == "interrupted" and signum == signal.SIGINT
-    run.stopping = run.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
-    if again or run.evaluating:
-        raise KeyboardInterrupt
-
-
-def so_far(run, global_step):
-    """The run up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
-    if run is None:  # a new run
-        return dict(step=0, episodes=[], resumes=-1, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
-    (steps, seconds), warmup = run.part["time"], run.part["warmup_s"]
-    if run.burnin_end:
-        warmup += run.burnin_end[0] - run.learning_start
-    if run.burnin_end and global_step > run.burnin_end[1]:
-        steps, seconds = steps + global_step - run.burnin_end[1], seconds + (run.end or time.time()) - run.burnin_end[0]
-    part = dict(step=global_step, episodes=run.episodes, resumes=run.resumes, time=[steps, seconds], warmup_s=warmup)
-    return dict(part, wall_s=run.part["wall_s"] + time.time() - run.start)
-
-
-def states(parts):
-    """What a checkpoint keeps of each learned part: a tensor, or the state_dict of a network, optimizer or buffer."""
-    return {name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict() for name, part in parts.items()}
-
-
-def load_states(parts, kept):
-    """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""
-    for name, part in parts.items():
-        if isinstance(part, torch.Tensor):
-            with torch.no_grad():
-                part.copy_(kept[name])
-            continue
-        # a tensor lr is the one the compiled and captured updates read: kept, with the saved value
-        lrs = [group["lr"] for group in getattr(part, "param_groups", [])]
-        part.load_state_dict(kept[name])
-        for group, lr in zip(getattr(part, "param_groups", []), lrs):
-            if isinstance(lr, torch.Tensor):
-                group["lr"] = lr.fill_(float(group["lr"]))
-
-
-def checkpoint_due(run, global_step):
-    """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
-    interval = run.args.checkpoint_interval
-    return interval > 0 and (run.stopping is not None or global_step // interval > run.part["step"] // interval)
-
-
-def save_checkpoint(run, global_step, **content):
-    """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
-    content.update(log=so_far(run, global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-    content.update(version=CHECKPOINT_VERSION)
-    save(run, content, "checkpoint.pt")
-    run.part["step"] = global_step
-
-
-def save(run, content, name):
-    """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
-    if run.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
-        torch.cuda.synchronize()
-    path = os.path.join(run.run_dir, name)
-    # a tensor without its graph (a loss kept for the log)
-    content = tree_map_only(torch.Tensor, torch.Tensor.detach, dict(content, args=asdict(run.args)))
-    torch.save(content, f"{path}.tmp")
-    os.replace(f"{path}.tmp", path)
-
-
-def random_streams():
-    """Python's, numpy's and torch's random streams (every GPU's too)."""
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-    return dict(python=random.getstate(), numpy=np.random.get_state(legacy=False), torch=torch.get_rng_state(), cuda=cuda)
-
-
-def set_random_streams(streams):
-    random.setstate(streams["python"])
-    np.random.set_state(streams["numpy"])
-    torch.set_rng_state(streams["torch"])
-    if streams["cuda"]:
-        torch.cuda.set_rng_state_all(streams["cuda"])
-
-
-def load_checkpoint(args):
-    """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
-    try:
-        with torch.serialization.safe_globals(NUMPY):
-            path = os.path.join(args.resume, "checkpoint.pt")
-            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        if saved["script"] != pathlib.Path(__file__).stem:
-            raise ValueError(f"it is {saved['script']}.py's")
-        if saved.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"it is of format {saved.get('version', 1)}, written before this file's ({CHECKPOINT_VERSION})")
-    except Exception as e:
-        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-        sys.exit(f"error: --resume: {args.resume} holds no checkpoint of this script to go on from ({problem})")
-    for name, value in saved["args"].items():
-        if name not in RESUMABLE and getattr(args, name, value) != value:
-            flag = f"--{name.replace('_', '-')}"
-            sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
-    return saved
-
-
-def resume(args):
-    """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
-    saved = load_checkpoint(args)
-    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
-        rows = f.readlines()  # the header, then one row per line, in the order of global_step
-        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
-        f.truncate(len("".join(kept)))
-    return saved
 
 
 if __name__ == "__main__":

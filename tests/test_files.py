@@ -90,13 +90,13 @@ def test_the_shared_text_holds_the_shared_definitions_alone():
 @pytest.mark.parametrize(
     "stem,name,files",
     [
-        ("sac_continuous_action", "save_checkpoint", STEMS),
+        ("sac_continuous_action", "resume", STEMS),
         ("td3_continuous_action_torchcompile", "env_state", GYM),
         ("sac_continuous_action", "Snapshot", GYM),  # a file with MuJoCo: hunks, given an unmarked one
     ],
 )
 def test_the_drift_check_names_the_file_and_the_definition_it_breaks(stem, name, files):
-    """One copy of a shared appendix definition edited alone (a baseline's save_checkpoint, a fast file's env_state):
+    """One copy of a shared appendix definition edited alone (a baseline's resume, a fast file's env_state):
     the check fails, naming that file and that definition."""
     defs = {s: dict(d) for s, d in DEFS.items()}
     defs[stem][name] = defs[stem][name].replace("\n", "\n    pass\n", 1)

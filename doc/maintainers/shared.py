@@ -33,9 +33,8 @@ PPO_CONTINUOUS = [s for s in STEMS if s.startswith("ppo_continuous")]
 FAST_PPO_DQN = ["dqn_torchcompile", *[s for s in STEMS if s.startswith("ppo_") and s.endswith("torchcompile")]]
 # Definitions that several files share and that must be one text in every file that has them: (name, files), files
 # None for every file that defines the name. The pairs' own classes and functions differ by the speed tricks.
-EVERY_FILE = ["check_run_flags", "start_run", "check", "Run", "RESUMABLE", "CHECKPOINT_VERSION", "NUMPY", "ask_to_stop"]
-EVERY_FILE += ["so_far", "states", "load_states", "checkpoint_due", "save_checkpoint", "save", "random_streams"]
-EVERY_FILE += ["set_random_streams", "load_checkpoint", "resume"]
+EVERY_FILE = ["start_run", "check", "check_run_flags", "resume", "load_checkpoint", "RESUMABLE", "CHECKPOINT_VERSION"]
+EVERY_FILE += ["NUMPY", "Run", "states", "load_states", "random_streams", "set_random_streams"]
 SNAPSHOT = ["envs_ignore_signals", "Snapshot", "layer_state", "set_layer_state", "env_state", "set_env_state"]
 SHARED = [(name, STEMS) for name in ["__main__", *EVERY_FILE]]  # the shared appendix, in all twelve
 SHARED += [(name, None) for name in ["silence_v4_notices", "bf16_matmuls", "explained_variance"]]
