@@ -758,12 +758,14 @@ def record_machine(folder, jobs=1, cpu_sets=(), gpus=()):
                 gpu = "; ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
         except Exception:
             pass
-    cpu_model = ""
+    cpu_model, cpu_flags = "", []
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
+            if line.startswith("model name") and not cpu_model:
                 cpu_model = line.split(":", 1)[1].strip()
-                break
+            if line.startswith("flags") and not cpu_flags:  # what the CPU's matrix products can use
+                flags = line.split(":", 1)[1].split()
+                cpu_flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
     except OSError:
         pass
     if not cpu_model:  # not Linux
@@ -774,6 +776,7 @@ def record_machine(folder, jobs=1, cpu_sets=(), gpus=()):
     info = {
         "gpu": gpu or None,
         "cpu_model": cpu_model,
+        "cpu_flags": " ".join(cpu_flags) or None,  # of avx2, avx512f, avx512_bf16, amx_bf16, amx_tile
         "cpu_count": os.cpu_count(),
         "cpus_usable": usable,
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),

@@ -1,5 +1,5 @@
 """What a checkpoint costs with SAC's full replay buffer (the default 1M transitions, HalfCheetah-v4), for both SAC
-files: its bytes, the seconds to write it (save_checkpoint, three times) and to read it back (load_checkpoint and
+files: its bytes, the seconds to write it (Run.save_checkpoint, three times) and to read it back (load_checkpoint and
 load_states), and how much the process's memory grows over the writes (its peak, VmHWM, reset before them: a copy of
 the buffer would add its 169 MB). The buffer is filled with random rows; the networks are the scripts' own.
 
@@ -52,7 +52,7 @@ for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        module.save_checkpoint(run, 1000, learned=module.states(learned), envs=module.env_state(envs))
+        run.save_checkpoint(1000, learned=module.states(learned), envs=module.env_state(envs))
         times.append(time.perf_counter() - start)
     grew = memory("VmHWM") - before
     path = pathlib.Path(run.run_dir) / "checkpoint.pt"

@@ -283,7 +283,7 @@ def test_a_checkpoint_is_written_whole(tmp_path, monkeypatch):
     """Written beside, then renamed: a kill in the middle of writing the next one leaves the last one as it was."""
     module = load_script("ppo_continuous_action")
     log = type("Log", (), dict(args=module.Args(cuda=False), run_dir=str(tmp_path)))()
-    module.save(log, dict(weights=torch.arange(4.0)), "checkpoint.pt")
+    module.Run.save(log, dict(weights=torch.arange(4.0)), "checkpoint.pt")
     save = torch.save
 
     def killed_midway(obj, path):  # part of the file, then the process dies
@@ -293,7 +293,7 @@ def test_a_checkpoint_is_written_whole(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", killed_midway)
     with pytest.raises(KeyboardInterrupt):
-        module.save(log, dict(weights=torch.zeros(4)), "checkpoint.pt")
+        module.Run.save(log, dict(weights=torch.zeros(4)), "checkpoint.pt")
     saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert torch.equal(saved["weights"], torch.arange(4.0))
 
@@ -308,11 +308,11 @@ def test_the_device_is_synchronized_before_saving(tmp_path, monkeypatch):
     save = torch.save
     monkeypatch.setattr(torch, "save", lambda *a, **k: (calls.append("save"), save(*a, **k)))
     log = type("Log", (), dict(args=module.Args(cuda=True), run_dir=str(tmp_path)))()
-    module.save(log, dict(weights=torch.ones(2)), "model.pt")
+    module.Run.save(log, dict(weights=torch.ones(2)), "model.pt")
     assert calls == ["synchronize", "save"]
     calls.clear()
     log.args.cuda = False
-    module.save(log, dict(weights=torch.ones(2)), "model.pt")
+    module.Run.save(log, dict(weights=torch.ones(2)), "model.pt")
     assert calls == ["save"]  # no CUDA: nothing to wait for
 
 

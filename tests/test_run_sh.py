@@ -232,6 +232,10 @@ def test_aggregate_py_records_how_run_sh_was_called_and_the_machine(tmp_path):
     assert (machine["jobs"], machine["cpu_sets"], machine["gpus"]) == (2, ["0", "1"], None)
     assert machine["cpu_count"] == os.cpu_count() and machine["python"] and machine["torch"] != "not installed"
     assert "- cpu_sets: ['0', '1']" in (tmp_path / "machine.md").read_text()
+    # the CPU's matrix-product extensions, as /proc/cpuinfo lists them (which of the project's CPUs it is)
+    flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split(":", 1)[1].split()
+    named = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    assert machine["cpu_flags"] == (" ".join(named) or None), machine["cpu_flags"]
 
 
 def test_the_budgets_line_names_every_algorithms_budget(tmp_path):

@@ -1,0 +1,163 @@
+"""The README's speed tables, written from the results files they come from (doc/results/<machine>/results.csv and
+machine.json), between the README's `<!-- table: NAME -->` and `<!-- /table -->` lines.
+
+    python doc/tables.py            # rewrites them
+    python doc/tables.py --check    # says whether the README holds them as the results files give them
+
+Each table names the machine and the commit of the scripts that made its figures. A figure is a median over the seeds
+that finished (steps/s after the burn-in); a ratio is of unrounded medians; a range is the seeds' lowest to highest.
+"""
+
+import argparse
+import csv
+import json
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "doc" / "results"
+README = ROOT / "README.md"
+
+ALGORITHMS = {  # the name a reader knows, and the env of the runs
+    "ppo_atari": "PPO Atari (Breakout-v5, 8 envs)",
+    "ppo_continuous_action": "PPO continuous (HalfCheetah-v4)",
+    "sac_continuous_action": "SAC (HalfCheetah-v4)",
+    "td3_continuous_action": "TD3 (HalfCheetah-v4)",
+    "dqn": "DQN (CartPole-v1)",
+}
+# The steps in each GPU run's burn-in (the commands in the GPU pages' notes): PPO 2 iterations (--measure-burnin 2) of
+# 8 x 128 (Atari) and 2048 (continuous) steps; SAC and TD3 5,000 random steps and 51 updates (--learning-starts 5000
+# --measure-burnin 50); DQN 10,000 random steps, then an update every 10 steps, 51 of them (--measure-burnin 50).
+GPU_BURNIN_STEPS = {
+    "ppo_atari": 2 * 1024,
+    "ppo_continuous_action": 2 * 2048,
+    "sac_continuous_action": 5000 + 51,
+    "td3_continuous_action": 5000 + 51,
+    "dqn": 10000 + 51 * 10,
+}
+GPU_FOLDERS = {"sac_continuous_action": "h200-16core"}  # the others ran on the H100
+CPU_COLUMNS = [  # the CPU table's variants: (column, variant)
+    ("baseline steps/s", "baseline"),
+    ("fast", "fast"),
+    ("fast `--compile` (SAC, TD3: eager on a CPU)", "compile"),
+    ("fast `--precision bf16`", "fast"),  # (the runs with --precision bf16: their exp_name says so)
+    ("LeanRL baseline", "leanrl"),
+    ("LeanRL fast", "leanrl_fast"),
+    ("LeanRL fast `--compile`", "leanrl_compile"),
+]
+
+
+def runs(folder):
+    with open(RESULTS / folder / "results.csv", newline="") as f:
+        return [row for row in csv.DictReader(f) if row["status"] == "finished" and row["sps"]]
+
+
+def machine(folder):
+    return json.loads((RESULTS / folder / "machine.json").read_text())
+
+
+def sps(rows, algorithm, variant, bf16=False):
+    """The steps/s of the seeds of one variant (the bf16 runs apart: their exp_name ends in bf16)."""
+    picked = [r for r in rows if r["algorithm"] == algorithm and r["variant"] == variant]
+    return [float(r["sps"]) for r in picked if r["exp_name"].endswith("bf16") == bf16]
+
+
+def figure(x):
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def gpu_table():
+    lines = ["| algorithm | GPU, commit | baseline steps/s | fast `--compile --cudagraphs` | timed (fast / baseline) |"]
+    lines.append("| --- | --- | --- | --- | --- |")
+    for algorithm, name in ALGORITHMS.items():
+        folder = GPU_FOLDERS.get(algorithm, "h100-16core")
+        rows, gpu = runs(folder), machine(folder)["gpu"].split(",")[0].replace("NVIDIA ", "").split()[0]
+        base, fast = (statistics.median(sps(rows, algorithm, v)) for v in ("baseline", "compile_cudagraphs"))
+        steps = [int(r["global_step"]) for r in rows if r["algorithm"] == algorithm][0]
+        timed = [(steps - GPU_BURNIN_STEPS[algorithm]) / x for x in (fast, base)]
+        commit = machine(folder)["git_commit"][:7]
+        cells = [
+            name,
+            f"[{gpu}](doc/results/{folder}/results.md), {commit}",
+            figure(base),
+            f"{figure(fast)} ({fast / base:.2f}x)",
+        ]
+        lines.append("| " + " | ".join(cells + [f"{timed[0]:.1f} s / {timed[1]:.1f} s"]) + " |")
+    return lines
+
+
+def cpu_table(folder="cpu-2core-xeon"):
+    rows = runs(folder)
+    header = ["algorithm"] + [column for column, _ in CPU_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    for algorithm, name in ALGORITHMS.items():
+        base = sps(rows, algorithm, "baseline")
+        if not base:
+            continue
+        cells = [name]
+        for column, variant in CPU_COLUMNS:
+            found = sps(rows, algorithm, variant, bf16="bf16" in column)
+            if not found:
+                cells.append("-")
+            elif variant == "baseline":
+                cells.append(figure(statistics.median(found)))
+            else:
+                median = statistics.median(found)
+                cells.append(f"{figure(median)} ({median / statistics.median(base):.2f}x)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def beside_leanrl_table():
+    """Ours beside LeanRL's own files with the same flags, where they ran on another machine than the CPU table's: each
+    variant's median and range over its seeds, ours to LeanRL's."""
+    lines = ["| algorithm | machine, commit | flags | seeds | ours steps/s (range) | LeanRL's (range) | ours / LeanRL's |"]
+    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for folder, algorithm in [("cpu-2core-dqn-leanrl", "dqn"), ("cpu-2core-ppo-atari-leanrl", "ppo_atari")]:
+        rows, info = runs(folder), machine(folder)
+        model = "EPYC" if "EPYC" in info["cpu_model"] else info["cpu_model"]
+        where = f"[{model}](doc/results/{folder}/notes.md), {info['git_commit'][:7]}"
+        for flags, ours, theirs in [("none (baselines)", "baseline", "leanrl"), ("none", "fast", "leanrl_fast"),
+                                    ("`--compile`", "compile", "leanrl_compile")]:  # fmt: skip
+            a, b = sps(rows, algorithm, ours), sps(rows, algorithm, theirs)
+            if not a or not b:
+                continue
+            ranges = [f"{figure(statistics.median(x))} ({figure(min(x))}-{figure(max(x))})" for x in (a, b)]
+            ratio = statistics.median(a) / statistics.median(b)
+            seeds = f"{len(a)}" if len(a) == len(b) else f"{len(a)} / {len(b)}"
+            lines.append(
+                f"| {ALGORITHMS[algorithm]} | {where} | {flags} | {seeds} | {ranges[0]} | {ranges[1]} | {ratio:.2f}x |"
+            )
+    return lines
+
+
+TABLES = {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table}
+
+
+def written(text):
+    """The text with each table between its markers as the results files give it."""
+    for name, make in TABLES.items():
+        start, end = f"<!-- table: {name} -->\n", "<!-- /table -->"
+        if start not in text:
+            raise SystemExit(f"tables.py: error: README.md has no line '{start.strip()}'")
+        head, rest = text.split(start, 1)
+        text = head + start + "\n".join(make()) + "\n" + end + rest.split(end, 1)[1]
+    return text
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a table differs")
+    args = parser.parse_args()
+    text = README.read_text()
+    new = written(text)
+    if args.check:
+        print("tables.py: the README's tables are the results files'" if new == text else "tables.py: a table differs")
+        sys.exit(0 if new == text else 1)
+    README.write_text(new)
+    print("tables.py: README.md written" if new != text else "tables.py: README.md already holds them")
+
+
+if __name__ == "__main__":
+    main()
