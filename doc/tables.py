@@ -1,4 +1,4 @@
-"""The README's speed tables, written from the results files they come from (doc/results/<machine>/results.csv and
+"""The README's speed and learning tables, written from the results files they come from (doc/results/<machine>/results.csv and
 machine.json), between the README's `<!-- table: NAME -->` and `<!-- /table -->` lines.
 
     python doc/tables.py            # rewrites them
@@ -132,7 +132,54 @@ def beside_leanrl_table():
     return lines
 
 
-TABLES = {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table}
+# The learning table's rows: (the row's name, results folder, algorithm, variant, exp_name, the file and flags that ran)
+LEARNING = [
+    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core/learning", "ppo_continuous_action", "baseline", None,
+     "ppo_continuous_action.py"),
+    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core/learning", "ppo_continuous_action", "compile", None,
+     "ppo_continuous_action_torchcompile.py --compile"),
+    ("SAC, HalfCheetah-v4, 1M", "cpu-2core/learning", "sac_continuous_action", "fast", None,
+     "sac_continuous_action_torchcompile.py"),
+    ("SAC, HalfCheetah-v4, 1M", "cpu-2core/learning-bf16", "sac_continuous_action", "fast", "bf16",
+     "sac_continuous_action_torchcompile.py --precision bf16"),
+    ("TD3, HalfCheetah-v4, 1M", "cpu-2core/learning", "td3_continuous_action", "fast", None,
+     "td3_continuous_action_torchcompile.py"),
+    ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "baseline", None, "dqn.py"),
+    ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "fast", None, "dqn_torchcompile.py"),
+    ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "compile", None, "dqn_torchcompile.py --compile"),
+]  # fmt: skip
+
+
+def cleanrl(algorithm, env_id):
+    """CleanRL's published final return, mean ± std over its seeds (doc/results/cleanrl_reference.csv)."""
+    with open(RESULTS / "cleanrl_reference.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]]
+    final = max(rows, key=lambda r: int(r["step"]))
+    if float(final["return"]) < 1000:
+        return f"{final['return']} ± {final['std']}"
+    return f"{float(final['return']):,.0f} ± {float(final['std']):,.0f}"
+
+
+def learning_table():
+    """Training returns at CleanRL's budgets (the mean of a run's last 20 episodes; mean ± the seeds' sample std where
+    several), beside CleanRL's."""
+    lines = ["| algorithm, env, budget | file and flags | seeds | return | CleanRL |", "| --- | --- | --- | --- | --- |"]
+    for name, folder, algorithm, variant, exp, shown in LEARNING:
+        rows = [r for r in runs(folder) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+        rows = [r for r in rows if exp is None or r["exp_name"] == exp]
+        returns = [float(r["episodic_return"]) for r in rows]
+        seeds = ", ".join(r["seed"] for r in rows)
+        if len(returns) == 1:
+            said = figure(returns[0]) if returns[0] >= 1000 else f"{returns[0]:.1f}"
+        elif statistics.mean(returns) >= 1000:
+            said = f"{statistics.mean(returns):,.0f} ± {statistics.stdev(returns):,.0f}"
+        else:
+            said = f"{statistics.mean(returns):.1f} ± {statistics.stdev(returns):.1f}"
+        lines.append(f"| {name} | `{shown}` | {seeds} | {said} | {cleanrl(algorithm, rows[0]['env_id'])} |")
+    return lines
+
+
+TABLES = {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table, "learning": learning_table}
 
 
 def written(text):

@@ -509,4 +509,6 @@ def test_the_stripped_sizes_are_the_size_table_s():
 
 
 def test_the_readme_is_at_most_2000_words():
-    assert len(README.read_text().split()) <= 2000, len(README.read_text().split())
+    """What a reader reads: the words, outside the HTML comments that mark the written tables."""
+    words = re.sub(r"<!--.*?-->", " ", README.read_text()).split()
+    assert len(words) <= 2000, len(words)
