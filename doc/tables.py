@@ -134,15 +134,15 @@ def beside_leanrl_table():
 
 # The learning table's rows: (the row's name, results folder, algorithm, variant, exp_name, the file and flags that ran)
 LEARNING = [
-    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core/learning", "ppo_continuous_action", "baseline", None,
+    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core-learning", "ppo_continuous_action", "baseline", None,
      "ppo_continuous_action.py"),
-    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core/learning", "ppo_continuous_action", "compile", None,
+    ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core-learning", "ppo_continuous_action", "compile", None,
      "ppo_continuous_action_torchcompile.py --compile"),
-    ("SAC, HalfCheetah-v4, 1M", "cpu-2core/learning", "sac_continuous_action", "fast", None,
+    ("SAC, HalfCheetah-v4, 1M", "cpu-2core-learning", "sac_continuous_action", "fast", None,
      "sac_continuous_action_torchcompile.py"),
-    ("SAC, HalfCheetah-v4, 1M", "cpu-2core/learning-bf16", "sac_continuous_action", "fast", "bf16",
+    ("SAC, HalfCheetah-v4, 1M", "cpu-2core-xeon-learning-bf16", "sac_continuous_action", "fast", "bf16",
      "sac_continuous_action_torchcompile.py --precision bf16"),
-    ("TD3, HalfCheetah-v4, 1M", "cpu-2core/learning", "td3_continuous_action", "fast", None,
+    ("TD3, HalfCheetah-v4, 1M", "cpu-2core-learning", "td3_continuous_action", "fast", None,
      "td3_continuous_action_torchcompile.py"),
     ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "baseline", None, "dqn.py"),
     ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "fast", None, "dqn_torchcompile.py"),

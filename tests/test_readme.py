@@ -327,7 +327,7 @@ def test_no_script_imports_another_file_of_the_project():
 
 
 def learning_page_rows():
-    page = ROOT / "doc" / "results" / "cpu-2core" / "learning.md"
+    page = ROOT / "doc" / "results" / "learning.md"
     return [r for r in table_rows(page.read_text()) if "file and flags" in r]
 
 
@@ -357,7 +357,7 @@ def test_the_learning_prose_quotes_the_learning_page():
     page."""
     prose = "\n".join(line for line in section(README.read_text(), "## Learning at CleanRL's budgets").splitlines()
                       if not line.startswith("|"))  # fmt: skip
-    page = (ROOT / "doc" / "results" / "cpu-2core" / "learning.md").read_text()
+    page = (ROOT / "doc" / "results" / "learning.md").read_text()
     figures = re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", prose)
     assert len(figures) >= 3
     for figure in figures:
@@ -457,7 +457,7 @@ def slug(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-PAGES = [README, USAGE, ROOT / "doc/scaling.md", ROOT / "doc/testing.md", ROOT / "doc/results/cpu-2core/learning.md"]
+PAGES = [README, USAGE, ROOT / "doc/scaling.md", ROOT / "doc/testing.md", ROOT / "doc/results/learning.md"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
