@@ -57,6 +57,9 @@ def strip(source):
         raise ValueError("no line opens with '# Appendix': not one of the scripts")
     lines = lines[:end]
     part1 = "\n".join(lines) + "\n"
+    variant = [m for m in ("Runners:", "DDP:") if comments(part1, m)]
+    if variant:
+        raise ValueError(f"a variant file (its {variant[0]} lines use the appendix): cut its core file instead")
     marked = comments(part1, "Run:")
     cuts = {row: code for row, code in comments(part1, "Cut:").items() if lines[row - 1].lstrip().startswith("# Cut:")}
     gone, dedent, kept_withs, replaced = set(), [0] * (len(lines) + 2), [], {}
@@ -64,8 +67,18 @@ def strip(source):
     def first_line(node):
         return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
 
+    tree = ast.parse(part1)
+    firsts = {first_line(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)} | {
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.stmt)
+    }
+    stray = sorted(set(marked) - firsts)
+    if stray:
+        raise ValueError(f"line {stray[0]}: a Run: comment on no statement's first line (it would mark nothing)")
+
     def visit(statements, in_class=False):
         for k, node in enumerate(statements):
+            if first_line(node) in marked:  # (a decorator's line marks its function)
+                marked.setdefault(node.lineno, marked[first_line(node)])
             if node.lineno in marked and isinstance(node, (ast.With, ast.AsyncWith)):
                 kept_withs.append(node)
                 gone.update(range(node.lineno, node.body[0].lineno))  # the header; the body one level out
@@ -76,8 +89,10 @@ def strip(source):
                 if lines[node.lineno - 1].lstrip().startswith("elif "):  # its span runs over the else: say so
                     raise ValueError(f"line {node.lineno}: a marked elif is not cut (mark its statements)")
                 row, last = first_line(node), node.end_lineno
-                # the comment lines right above it go with it
+                # the comment lines right above it go with it (not the file's header, above its first statement)
                 while row > 1 and lines[row - 2].strip().startswith("#") and row - 1 not in marked and row - 1 not in cuts:
+                    if node is tree.body[0]:
+                        break
                     row -= 1
                 following = statements[k + 1] if k + 1 < len(statements) else None
                 if in_class and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
@@ -89,12 +104,19 @@ def strip(source):
             for body in bodies(node):
                 visit(body, in_class=isinstance(node, ast.ClassDef))
 
-    visit(ast.parse(part1).body)
+    visit(tree.body)
+    orphans = sorted(set(cuts) - {cut_row for cut_row in replaced.values()})
+    if orphans:
+        raise ValueError(f"line {orphans[0]}: a '# Cut:' line right under no marked statement at its indentation")
     # a block whose statements all went holds `pass`
     kept = {node.lineno for node in kept_withs}
 
-    def removed(node):
-        return isinstance(node, ast.stmt) and node.lineno in gone and node.lineno not in kept | replaced.keys()
+    def removed(node):  # (an except clause goes with its marked try)
+        return (
+            isinstance(node, (ast.stmt, ast.ExceptHandler))
+            and node.lineno in gone
+            and node.lineno not in kept | replaced.keys()
+        )
 
     passes = {}
     for node in ast.walk(ast.parse(part1)):

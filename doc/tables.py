@@ -63,6 +63,12 @@ def sps(rows, algorithm, variant, bf16=False):
     return [float(r["sps"]) for r in picked if r["exp_name"].endswith("bf16") == bf16]
 
 
+def commit(info):
+    """The commit a machine record names, short, with -dirty where its tree had uncommitted changes."""
+    name = info["git_commit"]
+    return name[:7] + ("-dirty" if name.endswith("-dirty") else "")
+
+
 def figure(x):
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
@@ -117,7 +123,7 @@ def beside_leanrl_table():
     for folder, algorithm in [("cpu-2core-dqn-leanrl", "dqn"), ("cpu-2core-ppo-atari-leanrl", "ppo_atari")]:
         rows, info = runs(folder), machine(folder)
         model = "EPYC" if "EPYC" in info["cpu_model"] else info["cpu_model"]
-        where = f"[{model}](doc/results/{folder}/notes.md), {info['git_commit'][:7]}"
+        where = f"[{model}](doc/results/{folder}/notes.md), {commit(info)}"
         for flags, ours, theirs in [("none (baselines)", "baseline", "leanrl"), ("none", "fast", "leanrl_fast"),
                                     ("`--compile`", "compile", "leanrl_compile")]:  # fmt: skip
             a, b = sps(rows, algorithm, ours), sps(rows, algorithm, theirs)

@@ -575,19 +575,19 @@ class Run:
         return self.stopping is not None
 
     def checkpoint_due(self, global_step):
-        """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the self stops."""
+        """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
         interval = self.args.checkpoint_interval
         return interval > 0 and (self.stopping is not None or global_step // interval > self.part["step"] // interval)
 
     def save_checkpoint(self, global_step, **content):
-        """checkpoint.pt: what main gives (states, envs, the loop's counters), the self so far and the random streams."""
+        """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
         content.update(version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
     def so_far(self, global_step):
-        """The self up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
+        """The run up to global_step as a checkpoint keeps it; steps and seconds after each part's burn-in (each compiles)."""
         steps, seconds = self.part["time"]
         warmup = self.part["warmup_s"]
         if self.burnin_end:
@@ -598,7 +598,7 @@ class Run:
         return dict(part, wall_s=self.part["wall_s"] + time.time() - self.start)
 
     def save(self, content, name):
-        """Into the self folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
+        """Into the run folder, whole: written beside, then renamed (a kill mid-write leaves the last file as it was)."""
         if self.args.cuda:  # a graph's warm-up runs on a side stream: its writes land first
             torch.cuda.synchronize()
         path = os.path.join(self.run_dir, name)

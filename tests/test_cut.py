@@ -43,7 +43,9 @@ def test_the_cut_of_a_small_file():
     """A marked `with` keeps its body one level out; a marked statement goes with its block and the comment lines just
     above it; a marked field goes with its docstring; a `# Cut:` line under a marked statement takes its place; a block
     left empty holds `pass`; the appendix goes; the guard calls main; ruff formats it."""
-    source = """import tyro
+    source = """# the file's header stays
+import os  # Run: (a marked first statement)
+import tyro
 
 
 class Args:
@@ -65,6 +67,15 @@ def main(args):
             # Cut: print(f"episode {step}")
     for _ in range(2):
         run.tick()  # Run:
+    try:  # Run: a marked try goes with its except clauses
+        run.close()
+    except OSError:
+        pass
+
+    @run.on_stop  # Run: a marked decorator marks its function
+    def stopped():
+        pass
+
     return run  # Run:
 
 
@@ -72,7 +83,8 @@ def main(args):
 def start():
     pass
 """
-    expected = """import tyro
+    expected = """# the file's header stays
+import tyro
 
 
 class Args:
@@ -93,6 +105,18 @@ if __name__ == "__main__":
 """
     assert cut.strip(source) == expected
     assert cut.ruff_format(expected, "small.py") == expected
+    # what would cut wrong is refused: a # Cut: line under nothing marked, a Run: mark on no statement's first line,
+    # a variant file's idea
+    orphan = source.replace("            print(step)\n", "            print(step)\n            # Cut: print(1)\n")
+    inner = source.replace("    run = start()  # Run: the run\n", "    run = (\n        start()  # Run:\n    )\n")
+    variant = source.replace("    for _ in range(2):\n", "    for _ in range(2):  # DDP: every rank\n")
+    for edited, error in [
+        (orphan, "a '# Cut:' line right under no marked statement"),
+        (inner, "a Run: comment on no statement's first line"),
+        (variant, "a variant file (its DDP: lines use the appendix)"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(error)):
+            cut.strip(edited)
 
 
 def test_the_command_s_errors_are_one_line(tmp_path):
@@ -104,6 +128,10 @@ def test_the_command_s_errors_are_one_line(tmp_path):
             f"cut.py: error: {tmp_path / 'plain.py'}: no line opens with '# Appendix': not one of the scripts\n",
         ),
         ([SCRIPTS / "dqn.py", "-o", tmp_path / "no" / "x.py"], f"cut.py: error: cannot write {tmp_path / 'no' / 'x.py'}: "),
+        (
+            [SCRIPTS / "ppo_continuous_action_ray_torchcompile.py"],
+            f"cut.py: error: {SCRIPTS / 'ppo_continuous_action_ray_torchcompile.py'}: a variant file (its Runners: lines",
+        ),
     ]:
         done = subprocess.run([sys.executable, ROOT / "cut.py", *map(str, args)], capture_output=True, text=True)
         assert done.returncode == 2 and done.stderr.startswith(error) and done.stderr.count("\n") == 1, done.stderr

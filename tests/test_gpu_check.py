@@ -267,3 +267,17 @@ def test_a_step_that_fails_is_named_and_the_command_exits_1(tmp_path):
 def test_a_bad_run_cap_fails_with_one_line(tmp_path):
     proc = check("1", tmp_path / "new", deps=tmp_path / "no-deps", GPU_CHECK_RUN_CAP_S="1m")
     assert proc.returncode == 2 and proc.stderr == "gpu_check.sh: error: GPU_CHECK_RUN_CAP_S: seconds, not '1m'\n", proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the gpu tests would run")
+def test_part_2_at_its_default_budget_reaches_the_gpu_tests(tmp_path):
+    # the budget counts the setup: at the default budget, after it, the gpu tests' need and the gap runs' keep are left
+    # (here, without CUDA, pytest refuses -m gpu at once: the step ran, and failed)
+    deps = stand_in_deps(tmp_path / "deps")
+    out = tmp_path / "part2"
+    proc = check("2", out, "--dry", "--only", "pytest-collect,pytest-gpu", deps=deps, timeout=600)
+    lines = (out / "summary.md").read_text().splitlines()
+    assert proc.returncode == 1 and "part: 2; budget: 400 s; dry: 1" in (out / "machine.txt").read_text()
+    steps = [line.split(":")[0] + ":" + line.split(":")[1].split(",")[0] for line in lines if line.startswith("- pytest")]
+    assert steps == ["- pytest-collect: exit 0", "- pytest-gpu: exit 4"], lines
+    assert lines[-1].endswith("; failed: pytest-gpu"), lines[-1]

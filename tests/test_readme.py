@@ -218,10 +218,16 @@ def test_every_get_started_form_installs_then_trains_one_command_a_line():
 
 
 def pins(name):
-    """{package (normalized): version} of a constraints file."""
-    lines = (ROOT / "requirements" / name).read_text().splitlines()
-    found = [line.split("==") for line in lines if line and not line.startswith("#")]
-    return {canonicalize_name(package): version for package, version in found}
+    """{package (normalized): version} of a constraints file, each line one exact pin (pip's own parser reads it too)."""
+    found = {}
+    for line in (ROOT / "requirements" / name).read_text().splitlines():
+        if line and not line.startswith("#"):
+            pin = Requirement(line)  # a line that is no requirement fails here, as it fails pip
+            (spec,) = pin.specifier
+            assert spec.operator == "==" and not pin.extras and not pin.marker, line
+            assert canonicalize_name(pin.name) not in found, f"{name} pins {pin.name} twice"
+            found[canonicalize_name(pin.name)] = spec.version
+    return found
 
 
 def requirements(name):
