@@ -9,7 +9,6 @@ import contextlib
 import csv
 import fnmatch
 import functools
-import importlib.util
 import io
 import re
 import statistics
@@ -18,13 +17,11 @@ import sys
 
 import pytest
 import tyro
-from helpers.scripts import ROOT, SCRIPTS, load_script
+from helpers.scripts import ROOT, SCRIPTS, load_script, load_tool
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-spec = importlib.util.spec_from_file_location("tables", ROOT / "doc" / "tables.py")  # the README's tables' writer
-tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tables)
+tables = load_tool(ROOT / "doc" / "tables.py")  # the README's tables' writer
 
 README = ROOT / "README.md"
 USAGE = ROOT / "doc" / "usage.md"

@@ -40,6 +40,14 @@ def load_script(script):
     return module
 
 
+def load_tool(path):
+    """Import one of the project's tools (cut.py, doc/tables.py, doc/maintainers/shared.py: files, not a package)."""
+    spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def read_metrics(summary):
     import csv
 
