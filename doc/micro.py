@@ -3,7 +3,7 @@ ways on the same inputs, in interleaved blocks, and gives the median time of a c
 written from its micro.csv by doc/tables.py).
 
     python doc/micro.py --out doc/results/cpu-2core-micro       # micro.csv, machine.json, machine.md
-    python doc/micro.py --out /tmp/micro --only gae,adam        # some parts: gae, adam, layout, malloc, compile
+    python doc/micro.py --out /tmp/micro --only gae,adam        # some parts: gae, adam, layout, malloc, compile, bf16
 
 - gae: CleanRL's GAE loop over time (the baselines' compute_gae) against the fast files' loop-free compute_gae, at PPO
   continuous's rollout (2048 steps x 1 env) and PPO Atari's (128 x 8); the largest difference of their advantages.
@@ -15,6 +15,7 @@ written from its micro.csv by doc/tables.py).
   file's malloc_keep_heap(): the time of a call and the page faults a call takes (minor faults, getrusage).
 - compile: each hot function of SAC and TD3 eager (fused Adam, what a CPU runs) against torch.compile (plain Adam,
   what --compile would run if it compiled on a CPU), and eager with plain Adam.
+- bf16: SAC's and TD3's update in fp32 and under --precision bf16 (where the CPU multiplies bf16 natively).
 
 A block times `calls` calls of each variant in turn, the variants' order alternating between blocks; a row gives the
 median over the blocks of a call's mean time, and the fastest and slowest block. Every part but malloc runs with the
@@ -38,7 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers.scripts import load_script  # noqa: E402
 
-PARTS = ["gae", "adam", "layout", "malloc", "compile"]
+PARTS = ["gae", "adam", "layout", "malloc", "compile", "bf16"]
 COLUMNS = ["part", "case", "variant", "median_us", "low_us", "high_us", "blocks", "calls", "extra"]
 
 
@@ -137,10 +138,10 @@ def sac_batch(batch_size=256, obs_dim=17, action_dim=6):
     return torch.cat([obs, actions, next_obs, rewards, dones], 1)
 
 
-def make_agent(algorithm, module, settings=None):
+def make_agent(algorithm, module, settings=None, precision="fp32"):
     """SAC's or TD3's fast-file functions (eager), HalfCheetah's shapes."""
     torch.manual_seed(0)
-    args = module.Args(cuda=False)
+    args = module.Args(cuda=False, precision=precision)
     low, high = -torch.ones(6).numpy(), torch.ones(6).numpy()
     with adam(module, settings):
         make = module.make_sac if algorithm == "sac" else module.make_td3
@@ -235,6 +236,24 @@ def compile_part(blocks):
     return rows
 
 
+def bf16(blocks):
+    """One update (critic, then actor) in fp32 and under --precision bf16; only where the CPU multiplies bf16 natively."""
+    rows = []
+    for algorithm, script in [("sac", "sac_continuous_action_torchcompile"), ("td3", "td3_continuous_action_torchcompile")]:
+        module = load_script(script)
+        if not module.bf16_matmuls(False):
+            print(f"micro.py: bf16: this CPU has no native bf16 matmuls; {algorithm.upper()} skipped", flush=True)
+            continue
+        batch = sac_batch()
+        variants = {}
+        for name, precision in [("fp32 (fast)", "fp32"), ("--precision bf16", "bf16")]:
+            agent = make_agent(algorithm, module, precision=precision)[1]
+            variants[name] = lambda a=agent: (a.update_critic(batch), a.update_actor(batch))
+        case = f"{algorithm.upper()} update (critic, actor), batch 256"
+        rows += rows_of("bf16", case, interleaved(variants, blocks, 50), blocks, 50)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench/micro", help="the folder for micro.csv, machine.json and machine.md")
@@ -256,7 +275,7 @@ def main():
     record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]
     subprocess.run(record, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     load_script("ppo_atari_torchcompile").malloc_keep_heap()  # as the fast PPO Atari file runs on a CPU (but in malloc's rows)
-    make = dict(gae=gae, adam=adam_part, layout=layout, malloc=malloc, compile=compile_part)
+    make = dict(gae=gae, adam=adam_part, layout=layout, malloc=malloc, compile=compile_part, bf16=bf16)
     rows = []
     for part in parts:
         start = time.time()

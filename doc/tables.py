@@ -1,8 +1,9 @@
-"""The README's speed and learning tables, written from the results files they come from (doc/results/<machine>/results.csv and
-machine.json), between the README's `<!-- table: NAME -->` and `<!-- /table -->` lines.
+"""The README's speed and learning tables and doc/tricks.md's micro-benchmark tables, written from the results files they
+come from (doc/results/<machine>/results.csv, micro.csv and machine.json), between the pages' `<!-- table: NAME -->`
+and `<!-- /table -->` lines.
 
     python doc/tables.py            # rewrites them
-    python doc/tables.py --check    # says whether the README holds them as the results files give them
+    python doc/tables.py --check    # says whether the pages hold them as the results files give them
 
 Each table names the machine and the commit of the scripts that made its figures. A figure is a median over the seeds
 that finished (steps/s after the burn-in); a ratio is of unrounded medians; a range is the seeds' lowest to highest.
@@ -18,6 +19,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "doc" / "results"
 README = ROOT / "README.md"
+TRICKS = ROOT / "doc" / "tricks.md"
+MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
     "ppo_atari": "PPO Atari (Breakout-v5, 8 envs)",
@@ -185,15 +188,52 @@ def learning_table():
     return lines
 
 
-TABLES = {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table, "learning": learning_table}
+def cpu_words(info):
+    """The CPU in a few words: model, cores and what its matrix products can use."""
+    flags = info.get("cpu_flags", "").split()
+    units = [
+        name for flag, name in [("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_tile", "AMX")] if flag in flags
+    ]
+    return f"{info['cpu_model']}, {info['cpu_count']} cores, {', '.join(units or ['AVX2' if 'avx2' in flags else 'no AVX2'])}"
 
 
-def written(text):
-    """The text with each table between its markers as the results files give it."""
-    for name, make in TABLES.items():
+def micro_table(part):
+    """One part of doc/micro.py's timings: each variant's median time of a call, its blocks' range, and its ratio to
+    the fast file's choice (the variant named "fast"), under a line naming the machine and the commit."""
+    with open(RESULTS / MICRO / "micro.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["part"] == part]
+    info = machine(MICRO)
+    lines = [
+        f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
+        f" ([micro.csv](results/{MICRO}/micro.csv)): the median of {rows[0]['blocks']} interleaved blocks of"
+        f" {rows[0]['calls']} calls{' (a process each)' if part == 'malloc' else ''}, and the fastest to slowest block.",
+        "",
+        "| what is timed | variant | µs a call (range) | time / the fast file's | |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        fast = next(r for r in rows if r["case"] == row["case"] and "fast" in r["variant"])
+        ratio = float(row["median_us"]) / float(fast["median_us"])
+        us = [figure(float(row[k])) for k in ("median_us", "low_us", "high_us")]
+        cells = [row["case"], row["variant"], f"{us[0]} ({us[1]}-{us[2]})", f"{ratio:.2f}x", row["extra"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+PAGES = {
+    README: {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table, "learning": learning_table},
+    TRICKS: {
+        f"micro-{part}": lambda part=part: micro_table(part) for part in ["gae", "adam", "layout", "malloc", "compile", "bf16"]
+    },
+}
+
+
+def written(text, page=README):
+    """The text with each of the page's tables between its markers as the results files give them."""
+    for name, make in PAGES[page].items():
         start, end = f"<!-- table: {name} -->\n", "<!-- /table -->"
         if start not in text:
-            raise SystemExit(f"tables.py: error: README.md has no line '{start.strip()}'")
+            raise SystemExit(f"tables.py: error: {page.relative_to(ROOT)} has no line '{start.strip()}'")
         head, rest = text.split(start, 1)
         text = head + start + "\n".join(make()) + "\n" + end + rest.split(end, 1)[1]
     return text
@@ -203,13 +243,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a table differs")
     args = parser.parse_args()
-    text = README.read_text()
-    new = written(text)
+    differ = []
+    for page in PAGES:
+        text = page.read_text()
+        new = written(text, page)
+        name = page.relative_to(ROOT)
+        if new != text:
+            differ.append(str(name))
+            if not args.check:
+                page.write_text(new)
+                print(f"tables.py: {name} written")
     if args.check:
-        print("tables.py: the README's tables are the results files'" if new == text else "tables.py: a table differs")
-        sys.exit(0 if new == text else 1)
-    README.write_text(new)
-    print("tables.py: README.md written" if new != text else "tables.py: README.md already holds them")
+        print(
+            f"tables.py: a table differs in {', '.join(differ)}"
+            if differ
+            else "tables.py: the pages' tables are the results files'"
+        )
+        sys.exit(1 if differ else 0)
+    if not differ:
+        print("tables.py: the pages already hold them")
 
 
 if __name__ == "__main__":
