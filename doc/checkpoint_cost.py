@@ -3,9 +3,12 @@ files: its bytes, the seconds to write it (Run.save_checkpoint, three times) and
 load_states), and how much the process's memory grows over the writes (its peak, VmHWM, reset before them: a copy of
 the buffer would add its 169 MB). The buffer is filled with random rows; the networks are the scripts' own.
 
-    python doc/checkpoint_cost.py
+    python doc/checkpoint_cost.py                                   # prints a line per file
+    python doc/checkpoint_cost.py --out doc/results/cpu-2core-micro  # and writes checkpoint_cost.csv there
 """
 
+import argparse
+import csv
 import os
 import pathlib
 import sys
@@ -26,6 +29,12 @@ def memory(field):
         return int(next(line for line in f if line.startswith(field)).split()[1]) * 1024
 
 
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument(
+    "--out", help="a results folder for checkpoint_cost.csv (its machine record: doc/micro.py or aggregate.py)"
+)
+options = parser.parse_args()
+rows = []
 for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
     module = load_script(script)
     args = module.Args(env_id="HalfCheetah-v4", cuda=False)
@@ -67,3 +76,12 @@ for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
         f"{script}: {size / 1e6:.1f} MB, written in {min(times):.2f}-{max(times):.2f} s, read back in {read:.2f} s; "
         f"peak memory over the writes +{grew / 1e6:.1f} MB"
     )
+    rows.append(
+        dict(script=f"{script}.py", bytes=size, write_s_min=f"{min(times):.3f}", write_s_max=f"{max(times):.3f}",
+             read_s=f"{read:.3f}", peak_growth_bytes=grew, buffer_rows=args.buffer_size, env_id=args.env_id)
+    )  # fmt: skip
+if options.out:
+    with open(pathlib.Path(options.out) / "checkpoint_cost.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)

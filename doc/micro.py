@@ -16,6 +16,7 @@ written from its micro.csv by doc/tables.py).
 - compile: each hot function of SAC and TD3 eager (fused Adam, what a CPU runs) against torch.compile (plain Adam,
   what --compile would run if it compiled on a CPU), and eager with plain Adam.
 - bf16: SAC's and TD3's update in fp32 and under --precision bf16 (where the CPU multiplies bf16 natively).
+- quickstart: the README's CPU command (QUICKSTART), once, from start to exit, with its steps/s and return: quickstart.csv.
 
 A block times `calls` calls of each variant in turn, the variants' order alternating between blocks; a row gives the
 median over the blocks of a call's mean time, and the fastest and slowest block. Every part but malloc runs with the
@@ -31,6 +32,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -39,7 +41,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers.scripts import load_script  # noqa: E402
 
-PARTS = ["gae", "adam", "layout", "malloc", "compile", "bf16"]
+PARTS = ["gae", "adam", "layout", "malloc", "compile", "bf16", "quickstart"]
+# The README's CPU quick start (tests/test_readme.py checks that the README gives this command)
+QUICKSTART = "scripts/sac_continuous_action_torchcompile.py --env-id Pendulum-v1 --total-timesteps 6000 --learning-starts 1000"
 COLUMNS = ["part", "case", "variant", "median_us", "low_us", "high_us", "blocks", "calls", "extra"]
 
 
@@ -254,6 +258,23 @@ def bf16(blocks):
     return rows
 
 
+def quickstart(out):
+    """The README's CPU command in a fresh process, from start to exit; its summary's steps/s and return."""
+    with tempfile.TemporaryDirectory() as runs:
+        command = [sys.executable, *QUICKSTART.split(), "--output-dir", runs]
+        start = time.perf_counter()
+        subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        summary = json.loads(next(pathlib.Path(runs).glob("*/summary.json")).read_text())
+    row = dict(command=f"python {QUICKSTART}", wall_s=f"{wall:.1f}", sps=f"{summary['sps']:.1f}",
+               episodic_return=f"{summary['episodic_return']:.1f}", global_step=summary["global_step"])  # fmt: skip
+    with open(out / "quickstart.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench/micro", help="the folder for micro.csv, machine.json and machine.md")
@@ -279,8 +300,10 @@ def main():
     rows = []
     for part in parts:
         start = time.time()
-        rows += make[part](args.blocks)
+        rows += quickstart(out) if part == "quickstart" else make[part](args.blocks)
         print(f"micro.py: {part} timed in {time.time() - start:.0f} s", flush=True)
+    if not rows:
+        return
     with open(out / "micro.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()

@@ -1,6 +1,6 @@
-"""The README's speed and learning tables and doc/tricks.md's micro-benchmark tables, written from the results files they
-come from (doc/results/<machine>/results.csv, micro.csv and machine.json), between the pages' `<!-- table: NAME -->`
-and `<!-- /table -->` lines.
+"""The README's speed and learning tables, doc/tricks.md's micro-benchmark tables and doc/usage.md's checkpoint costs,
+written from the results files they come from (doc/results/<machine>/results.csv, micro.csv, checkpoint_cost.csv and
+machine.json), between the pages' `<!-- table: NAME -->` and `<!-- /table -->` lines.
 
     python doc/tables.py            # rewrites them
     python doc/tables.py --check    # says whether the pages hold them as the results files give them
@@ -20,6 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "doc" / "results"
 README = ROOT / "README.md"
 TRICKS = ROOT / "doc" / "tricks.md"
+USAGE = ROOT / "doc" / "usage.md"
 MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
@@ -220,8 +221,52 @@ def micro_table(part):
     return lines
 
 
+def checkpoint_table():
+    """doc/checkpoint_cost.py's figures: SAC's checkpoint with a full default replay buffer, in both SAC files."""
+    with open(RESULTS / MICRO / "checkpoint_cost.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    info = machine(MICRO)
+    lines = [
+        f"Timed by `python doc/checkpoint_cost.py` on a {cpu_words(info)}, commit {commit(info)}"
+        f" ([checkpoint_cost.csv](results/{MICRO}/checkpoint_cost.csv)): {int(rows[0]['buffer_rows']):,} transitions of"
+        f" {rows[0]['env_id']}, three writes.",
+        "",
+        "| file | checkpoint | written in | read back in | peak memory over the writes |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        cells = [
+            f"`{row['script']}`",
+            f"{int(row['bytes']) / 1e6:.0f} MB",
+            f"{float(row['write_s_min']):.2f}-{float(row['write_s_max']):.2f} s",
+            f"{float(row['read_s']):.2f} s",
+            f"+{int(row['peak_growth_bytes']) / 1e6:.1f} MB",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def quickstart_line():
+    """The README's CPU command as doc/micro.py timed it: from start to exit, its steps/s and return."""
+    with open(RESULTS / MICRO / "quickstart.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    info = machine(MICRO)
+    return [
+        f"On a {cpu_words(info)}, commit {commit(info)}, it took {float(row['wall_s']):.0f} s from start to exit:"
+        f" {figure(float(row['sps']))} steps/s after its burn-in, a return of {float(row['episodic_return']):.0f} at"
+        f" {int(row['global_step']):,} steps (one run, [quickstart.csv](doc/results/{MICRO}/quickstart.csv))."
+    ]
+
+
 PAGES = {
-    README: {"gpu": gpu_table, "cpu": cpu_table, "beside-leanrl": beside_leanrl_table, "learning": learning_table},
+    README: {
+        "quickstart": quickstart_line,
+        "gpu": gpu_table,
+        "cpu": cpu_table,
+        "beside-leanrl": beside_leanrl_table,
+        "learning": learning_table,
+    },
+    USAGE: {"checkpoint-cost": checkpoint_table},
     TRICKS: {
         f"micro-{part}": lambda part=part: micro_table(part) for part in ["gae", "adam", "layout", "malloc", "compile", "bf16"]
     },

@@ -110,13 +110,29 @@ def readme_speed_headers():
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def test_the_readme_s_tables_are_the_results_files_():
-    """The GPU, CPU and beside-LeanRL tables are as doc/tables.py writes them from the results files (each names the
-    machine and the commit); an edited cell is told apart."""
+def test_the_pages_tables_are_the_results_files_():
+    """The README's tables (quick start, GPU, CPU, beside-LeanRL, learning), doc/tricks.md's timings and doc/usage.md's
+    checkpoint costs are as doc/tables.py writes them from the results files (each names the machine and the commit);
+    an edited cell is told apart."""
+    for page in tables.PAGES:
+        text = page.read_text()
+        assert tables.written(text, page) == text, (
+            f"{page.name}'s tables differ from the results files': run python doc/tables.py"
+        )
     text = README.read_text()
-    assert tables.written(text) == text, "the README's tables differ from the results files': run python doc/tables.py"
     cell = "| 1,563 |"
     assert cell in text and tables.written(text.replace(cell, "| 1,564 |", 1)) == text
+    text = tables.TRICKS.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| ppo_atari, 128 x 8 | fast |"))
+    assert tables.written(text.replace(row, row.replace("| fast |", "| fast! |"), 1), tables.TRICKS) == text
+
+
+def test_the_readme_s_cpu_command_is_the_one_timed():
+    """The quick start's timing (doc/micro.py's quickstart part) ran the command the README gives."""
+    micro = load_tool(ROOT / "doc" / "micro.py")
+    assert f"\npython {micro.QUICKSTART}\n" in README.read_text()
+    with open(ROOT / "doc" / "results" / tables.MICRO / "quickstart.csv") as f:
+        assert f"python {micro.QUICKSTART}" in f.read()
 
 
 def test_the_gpu_quick_start_s_time_is_the_gpu_table_s():
