@@ -1,5 +1,4 @@
-"""When does stepping envs in other processes pay: --async-envs against Ray env runners. The lock-step benchmark of
-issues 23 and 31.
+"""When does stepping envs in other processes pay: --async-envs against Ray env runners. The lock-step benchmark.
 
 gymnasium's SyncVectorEnv steps its envs one after another in the training process: a vector step takes the sum of
 the envs' step times. AsyncVectorEnv (--async-envs) steps each env in its own process: a vector step takes as long
@@ -34,7 +33,7 @@ The rollout has the same size at every env count (1024 steps per iteration:
 --num-steps 1024/envs); 4 iterations, the first left out of steps/s (--measure-burnin 1). The script knows nothing
 of these envs.
 
-    python doc/lockstep.py --out bench/lockstep          # the whole table (60 runs): bench/lockstep/lockstep.md, .csv
+    python doc/lockstep.py --out bench/lockstep          # the whole table (60 runs): lockstep.md, .csv, machine.json
     python doc/lockstep.py --out /tmp/lockstep --envs 2 --env-ids TalkWait-v0 --rollout 64 --iterations 2  # a smoke run
     PYTHONPATH=doc python scripts/ppo_continuous_action_ray_torchcompile.py --env-id lockstep:TalkWait-v0 \\
         --num-envs 8 --env-runners 8 --env-runner-cpus 0.25         # one run
@@ -220,6 +219,8 @@ def main():
     args = parser.parse_args()
     out, rows = pathlib.Path(args.out), []
     out.mkdir(parents=True, exist_ok=True)
+    record = [sys.executable, str(DOC.parent / "aggregate.py"), "--record-machine", str(out)]  # the machine, the commit
+    subprocess.run(record, check=True, cwd=DOC.parent, stdout=subprocess.DEVNULL)
     for env_id in args.env_ids.split(","):
         for n in map(int, args.envs.split(",")):
             for mode in args.modes.split(","):
