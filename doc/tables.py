@@ -16,12 +16,18 @@ import pathlib
 import statistics
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from helpers.scripts import load_tool  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "doc" / "results"
 README = ROOT / "README.md"
 TRICKS = ROOT / "doc" / "tricks.md"
 USAGE = ROOT / "doc" / "usage.md"
+TESTING = ROOT / "doc" / "testing.md"
 MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
+SCALING = "cpu-2core-scaling"  # the folder of doc/lockstep.py's and doc/torchrun.py's runs
+SUITE = "cpu-2core-suite"  # the folder of doc/suite.py's timings of the tests
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
     "ppo_atari": "PPO Atari (Breakout-v5, 8 envs)",
@@ -190,12 +196,12 @@ def learning_table():
 
 
 def cpu_words(info):
-    """The CPU in a few words: model, cores and what its matrix products can use."""
+    """The CPU in a few words, after "a": its cores, model and what its matrix products can use."""
     flags = info.get("cpu_flags", "").split()
     units = [
         name for flag, name in [("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"), ("amx_tile", "AMX")] if flag in flags
     ]
-    return f"{info['cpu_model']}, {info['cpu_count']} cores, {', '.join(units or ['AVX2' if 'avx2' in flags else 'no AVX2'])}"
+    return f"{info['cpu_count']}-core {info['cpu_model']} ({', '.join(units or ['AVX2' if 'avx2' in flags else 'no AVX2'])})"
 
 
 def micro_table(part):
@@ -206,8 +212,8 @@ def micro_table(part):
     info = machine(MICRO)
     lines = [
         f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
-        f" ([micro.csv](results/{MICRO}/micro.csv)): the median of {rows[0]['blocks']} interleaved blocks of"
-        f" {rows[0]['calls']} calls{' (a process each)' if part == 'malloc' else ''}, and the fastest to slowest block.",
+        f" ([micro.csv](results/{MICRO}/micro.csv)): a call's mean time in each of {rows[0]['blocks']} interleaved blocks"
+        f"{' (a process each)' if part == 'malloc' else ''}, their median, and the fastest to slowest block.",
         "",
         "| what is timed | variant | µs a call (range) | time / the fast file's | |",
         "| --- | --- | --- | --- | --- |",
@@ -246,6 +252,122 @@ def checkpoint_table():
     return lines
 
 
+LEARNING_PAGE = RESULTS / "learning.md"
+LEARNING_RUNS = [  # learning.md's runs: the name a reader knows, the folder, the file and flags shown
+    ("PPO continuous, HalfCheetah-v4", "cpu-2core-learning", "ppo_continuous_action", "baseline", None,
+     "ppo_continuous_action.py"),
+    ("PPO continuous, HalfCheetah-v4", "cpu-2core-learning", "ppo_continuous_action", "compile", None,
+     "ppo_continuous_action_torchcompile.py --compile"),
+    ("SAC, HalfCheetah-v4", "cpu-2core-learning", "sac_continuous_action", "fast", None,
+     "sac_continuous_action_torchcompile.py"),
+    ("SAC, HalfCheetah-v4", "cpu-2core-xeon-learning-bf16", "sac_continuous_action", "fast", "bf16",
+     "sac_continuous_action_torchcompile.py --precision bf16"),
+    ("TD3, HalfCheetah-v4", "cpu-2core-learning", "td3_continuous_action", "fast", None,
+     "td3_continuous_action_torchcompile.py"),
+    ("DQN, CartPole-v1", "cpu-2core", "dqn", "baseline", None, "dqn.py"),
+    ("DQN, CartPole-v1", "cpu-2core", "dqn", "fast", None, "dqn_torchcompile.py"),
+    ("DQN, CartPole-v1", "cpu-2core", "dqn", "compile", None, "dqn_torchcompile.py --compile"),
+    ("PPO Atari, Breakout-v5", "cpu-2core-learning", "ppo_atari", "compile", None, "ppo_atari_torchcompile.py --compile"),
+]  # fmt: skip
+
+
+def reference_final(algorithm, env_id):
+    """CleanRL's published final return and std, and its budget (doc/results/cleanrl_reference.csv)."""
+    with open(RESULTS / "cleanrl_reference.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]]
+    final = max(rows, key=lambda r: int(r["step"]))
+    return float(final["return"]), float(final["std"]), int(final["step"])
+
+
+def learning_runs_table():
+    """Every learning run, a line per seed, from the results files: the steps it reached, its training return (the mean
+    of its last 20 episodes), CleanRL's final figure, and the run's speed, wall time and resumes."""
+    lines = [
+        "| run | file and flags | results | seed | steps | return | CleanRL (mean ± std, at its budget) |"
+        " at least CleanRL's mean − std? | steps/s | wall time | resumes |",
+        "| --- " * 11 + "|",
+    ]
+    for name, folder, algorithm, variant, exp, shown in LEARNING_RUNS:
+        with open(RESULTS / folder / "results.csv", newline="") as f:
+            rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+        rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r["episodic_return"]]
+        for r in rows:
+            mean, std, budget = reference_final(algorithm, r["env_id"])
+            got = float(r["episodic_return"])
+            said = "yes" if got >= mean - std else "no"
+            if r["status"] != "finished":
+                said = f"not known: {r['status']} at {int(r['global_step']):,} of {budget:,}"
+            ref = f"{mean:,.0f} ± {std:,.0f}" if mean >= 1000 else f"{mean:.1f} ± {std:.1f}"
+            hours = float(r["wall_time_s"]) / 3600
+            wall = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
+            cells = [name, f"`{shown}`", f"[{folder}]({folder}/results.md)", r["seed"], f"{int(r['global_step']):,}",
+                     f"{got:,.0f}" if got >= 1000 else f"{got:.1f}", f"{ref} at {budget:,}", said,
+                     figure(float(r["sps"])), wall, r.get("resumes") or "0"]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def lockstep_table():
+    """doc/lockstep.py's table (a line per env and env count), from its lockstep.csv, under the machine and commit."""
+    lockstep = load_tool(ROOT / "doc" / "lockstep.py")
+    rows = lockstep.read(RESULTS / SCALING / "lockstep.csv")
+    info = machine(SCALING)
+    head = f"Run by `python doc/lockstep.py` on a {cpu_words(info)}, commit {commit(info)} ([lockstep.csv](lockstep.csv)):"
+    return [head + " one run per cell, one after another.", ""] + lockstep.table_lines(rows)
+
+
+def torchrun_table():
+    """doc/torchrun.py's runs: each way's steps/s per seed, their median and the returns, under the machine and commit."""
+    with open(RESULTS / SCALING / "torchrun.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    info = machine(SCALING)
+    seeds = list(dict.fromkeys(r["seed"] for r in rows))
+    steps = int(rows[0]["total_timesteps"])
+    lines = [
+        f"Run by `python doc/torchrun.py` on a {cpu_words(info)}, commit {commit(info)} ([torchrun.csv](torchrun.csv)).",
+        "",
+        "| | " + " | ".join(f"seed {s}" for s in seeds) + f" | median steps/s | returns after {steps:,} steps |",
+        "| --- " * (len(seeds) + 3) + "|",
+    ]
+    medians = {}
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        mine = {r["seed"]: r for r in rows if r["mode"] == mode}
+        cells = [figure(float(mine[s]["sps"])) if mine.get(s, {}).get("sps") else "failed" for s in seeds]
+        speeds = [float(r["sps"]) for r in mine.values() if r["sps"]]
+        medians[mode] = statistics.median(speeds) if speeds else None
+        returns = ", ".join(f"{float(r['episodic_return']):.2f}" for r in mine.values() if r["episodic_return"])
+        lines.append(f"| {mode} | " + " | ".join(cells) + f" | {figure(medians[mode]) if speeds else '-'} | {returns} |")
+    first, second = medians.values()
+    if first and second:
+        lines += ["", f"The first way's median is {first / second:.2f}x the second's."]
+    return lines
+
+
+def suite_line():
+    """doc/suite.py's timings of the two tiers: counts, wall time, commit, machine."""
+    with open(RESULTS / SUITE / "suite.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    info = machine(SUITE)
+    lines = [
+        "| tier | command | passed | failed | skipped | wall time | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        failed = int(r["failed"]) + int(r["errors"])
+        cells = [
+            r["tier"],
+            f"`{r['command']}`",
+            r["passed"],
+            str(failed),
+            r["skipped"],
+            f"{int(r['wall_s']):,} s",
+            r["git_commit"][:7],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    where = f"Timed by `python doc/suite.py` on a {cpu_words(info)} ([suite.csv](results/{SUITE}/suite.csv)):"
+    return [where, ""] + lines
+
+
 def quickstart_line():
     """The README's CPU command as doc/micro.py timed it: from start to exit, its steps/s and return."""
     with open(RESULTS / MICRO / "quickstart.csv", newline="") as f:
@@ -267,6 +389,7 @@ PAGES = {
         "learning": learning_table,
     },
     USAGE: {"checkpoint-cost": checkpoint_table},
+    LEARNING_PAGE: {"learning-runs": learning_runs_table},
     TRICKS: {
         f"micro-{part}": lambda part=part: micro_table(part) for part in ["gae", "adam", "layout", "malloc", "compile", "bf16"]
     },
