@@ -183,6 +183,25 @@ def write(out, rows, cores):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    table = table_lines(rows)
+    text = f"`{' '.join(sys.argv)}` on {cores} cores, {time.strftime('%Y-%m-%d')}\n\n" + "\n".join(table) + "\n"
+    (out / "lockstep.md").write_text(text)
+    return table
+
+
+def read(path):
+    """lockstep.csv's rows, typed as write() had them (doc/tables.py writes the published table from them)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row.update(num_envs=int(row["num_envs"]), env_runners=int(row["env_runners"]))
+        row.update(sps=float(row["sps"]) if row["sps"] else None)
+        row.update(env_runner_cpus=float(row["env_runner_cpus"]) if row["env_runner_cpus"] else "")
+    return rows
+
+
+def table_lines(rows):
+    """A line per env and env count: each mode's steps/s and their ratios."""
     header = "| env | envs | sync steps/s | async steps/s | runners steps/s | runners x CPUs | async / sync | runners / sync"
     table = [header + " | runners / async |", "| --- " * 9 + "|"]
     cells = {(row["env_id"], row["num_envs"], row["mode"]): row for row in rows}
@@ -192,8 +211,6 @@ def write(out, rows, cores):
         speeds = f"{steps(sync)} | {steps(asyn)} | {steps(runners)} | {share}"
         ratios = f"{ratio(asyn, sync)} | {ratio(runners, sync)} | {ratio(runners, asyn)}"
         table.append(f"| {env_id} | {n} | {speeds} | {ratios} |")
-    text = f"`{' '.join(sys.argv)}` on {cores} cores, {time.strftime('%Y-%m-%d')}\n\n" + "\n".join(table) + "\n"
-    (out / "lockstep.md").write_text(text)
     return table
 
 
