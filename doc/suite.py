@@ -22,6 +22,12 @@ TIERS = {"quick": ["-m", "not slow"], "full": []}
 COLUMNS = ["tier", "command", "tests", "passed", "failed", "errors", "skipped", "wall_s", "exit_code", "git_commit"]
 
 
+def merged(rows, row):
+    """suite.csv's rows with `row` in place of its tier's earlier row, the quick tier first."""
+    rows = [r for r in rows if r["tier"] != row["tier"]] + [row]
+    return sorted(rows, key=lambda r: list(TIERS).index(r["tier"]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tier", choices=list(TIERS), required=True, help="quick (-m 'not slow') or full")
@@ -55,9 +61,7 @@ def main():
         ).stdout.strip(),
     )
     path = out / "suite.csv"
-    rows = list(csv.DictReader(path.open(newline=""))) if path.exists() else []
-    rows = [r for r in rows if r["tier"] != args.tier] + [row]
-    rows.sort(key=lambda r: list(TIERS).index(r["tier"]))
+    rows = merged(list(csv.DictReader(path.open(newline=""))) if path.exists() else [], row)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()

@@ -16,18 +16,17 @@ import argparse
 import csv
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 MODES = {
-    "2 ranks x 4 envs (torchrun, gloo)": ["torchrun", "--standalone", "--nproc-per-node", "2",
-                                          "scripts/ppo_atari_multigpu_torchcompile.py", "--num-envs", "4",
-                                          "--dist-backend", "gloo"],
+    "2 ranks x 4 envs (torchrun, gloo)": TORCHRUN
+    + ["scripts/ppo_atari_multigpu_torchcompile.py", "--num-envs", "4", "--dist-backend", "gloo"],
     "1 process x 8 envs": [sys.executable, "scripts/ppo_atari_torchcompile.py", "--num-envs", "8"],
-}  # fmt: skip
+}
 
 
 def run(mode, seed, total_timesteps, timeout):
@@ -57,9 +56,10 @@ def main():
     parser.add_argument("--total-timesteps", type=int, default=10240, help="each run's budget (10 iterations)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take before it is stopped (failed)")
     args = parser.parse_args()
-    if not shutil.which("torchrun"):
-        parser.error("torchrun is not on PATH (it comes with torch: activate the environment that has it)")
-    seeds = [int(seed) for seed in args.seeds.split(",")]
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: a comma-separated list of integers, not {args.seeds!r}")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]

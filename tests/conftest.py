@@ -34,6 +34,9 @@ QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, pa
     "test_the_cut_of_a_small_file",
     "test_the_stripped_file_is_clean_and_every_flag_does_something",
     "test_the_command_s_errors_are_one_line",
+    "test_micro_times_the_scripts_own_functions",
+    "test_the_doc_tools_refuse_bad_input_in_one_line",
+    "test_suite_keeps_the_other_tier_s_row",
 }
 
 

@@ -101,3 +101,5 @@ def test_table_and_csv(tmp_path):
         cells = list(csv.DictReader(f))
     assert [(c["env_id"], c["mode"], c["sps"], c["status"]) for c in cells][-1] == ("HalfCheetah-v4", "async", "", "failed")
     assert len(cells) == 5
+    # doc/tables.py writes the published table from the CSV: the same lines
+    assert lockstep.table_lines(lockstep.read(tmp_path / "lockstep.csv")) == lines[2:]
