@@ -26,7 +26,8 @@ TRICKS = ROOT / "doc" / "tricks.md"
 USAGE = ROOT / "doc" / "usage.md"
 TESTING = ROOT / "doc" / "testing.md"
 MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
-SCALING = "cpu-2core-scaling"  # the folder of doc/lockstep.py's and doc/torchrun.py's runs
+LOCKSTEP = "cpu-2core-lockstep"  # the folder of doc/lockstep.py's runs
+TORCHRUN = "cpu-2core-torchrun"  # the folder of doc/torchrun.py's runs
 SUITE = "cpu-2core-suite"  # the folder of doc/suite.py's timings of the tests
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
@@ -310,17 +311,17 @@ def learning_runs_table():
 def lockstep_table():
     """doc/lockstep.py's table (a line per env and env count), from its lockstep.csv, under the machine and commit."""
     lockstep = load_tool(ROOT / "doc" / "lockstep.py")
-    rows = lockstep.read(RESULTS / SCALING / "lockstep.csv")
-    info = machine(SCALING)
+    rows = lockstep.read(RESULTS / LOCKSTEP / "lockstep.csv")
+    info = machine(LOCKSTEP)
     head = f"Run by `python doc/lockstep.py` on a {cpu_words(info)}, commit {commit(info)} ([lockstep.csv](lockstep.csv)):"
     return [head + " one run per cell, one after another.", ""] + lockstep.table_lines(rows)
 
 
 def torchrun_table():
     """doc/torchrun.py's runs: each way's steps/s per seed, their median and the returns, under the machine and commit."""
-    with open(RESULTS / SCALING / "torchrun.csv", newline="") as f:
+    with open(RESULTS / TORCHRUN / "torchrun.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    info = machine(SCALING)
+    info = machine(TORCHRUN)
     seeds = list(dict.fromkeys(r["seed"] for r in rows))
     steps = int(rows[0]["total_timesteps"])
     lines = [
@@ -390,6 +391,8 @@ PAGES = {
     },
     USAGE: {"checkpoint-cost": checkpoint_table},
     LEARNING_PAGE: {"learning-runs": learning_runs_table},
+    RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
+    RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
     TRICKS: {
         f"micro-{part}": lambda part=part: micro_table(part) for part in ["gae", "adam", "layout", "malloc", "compile", "bf16"]
     },
