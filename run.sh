@@ -520,6 +520,8 @@ else
                 shown="python ${shown//$'\t'/ }"
                 shown="${shown//"$OUT"\//}"
                 shown="${shown//"$ROOT"\//}"
+                above="$(dirname "$ROOT")" # a checkout beside this one (--leanrl ../LeanRL), shown relative
+                if [ "$above" != / ]; then shown="${shown//"$above"\//../}"; fi
                 P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown")
                 P_CMD+=("$(printf '%q ' "${cmd[@]}")")
             done

@@ -9,8 +9,10 @@ the buffer would add its 169 MB). The buffer is filled with random rows; the net
 
 import argparse
 import csv
+import json
 import os
 import pathlib
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +36,15 @@ parser.add_argument(
     "--out", help="a results folder for checkpoint_cost.csv (its machine record: doc/micro.py or aggregate.py)"
 )
 options = parser.parse_args()
+if options.out:  # beside doc/micro.py's timings, whose machine record it shares: the same commit, or none yet
+    described = ["git", "describe", "--always", "--dirty", "--abbrev=12"]
+    here = subprocess.run(described, capture_output=True, text=True, cwd=pathlib.Path(__file__).parents[1]).stdout.strip()
+    record = pathlib.Path(options.out) / "machine.json"
+    if not record.exists():
+        aggregate = [sys.executable, str(pathlib.Path(__file__).parents[1] / "aggregate.py"), "--record-machine", options.out]
+        subprocess.run(aggregate, check=True, stdout=subprocess.DEVNULL)
+    elif json.loads(record.read_text())["git_commit"] != here:
+        sys.exit(f"checkpoint_cost.py: error: --out: {record} names another commit than {here}; use another folder")
 rows = []
 for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
     module = load_script(script)

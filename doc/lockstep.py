@@ -112,10 +112,11 @@ class SlowStep(gym.Wrapper):
 
 
 # The episodes end by termination; the time limit (10 mean lengths, reached by fewer than 1 episode in 20,000) is a guard.
-gym.register("TalkBusy-v0", entry_point=TalkEnv, kwargs=dict(busy=True), max_episode_steps=320)
-gym.register("TalkWait-v0", entry_point=TalkEnv, kwargs=dict(busy=False), max_episode_steps=320)
-gym.register("TalkWaitRare-v0", entry_point=TalkEnv, kwargs=dict(busy=False, mean_length=1000), max_episode_steps=10_000)
-gym.register("SlowStep-HalfCheetah-v4", entry_point=lambda **kwargs: SlowStep(gym.make("HalfCheetah-v4", **kwargs)))
+if "TalkBusy-v0" not in gym.registry:  # (once: doc/tables.py and the tests may load this file again)
+    gym.register("TalkBusy-v0", entry_point=TalkEnv, kwargs=dict(busy=True), max_episode_steps=320)
+    gym.register("TalkWait-v0", entry_point=TalkEnv, kwargs=dict(busy=False), max_episode_steps=320)
+    gym.register("TalkWaitRare-v0", entry_point=TalkEnv, kwargs=dict(busy=False, mean_length=1000), max_episode_steps=10_000)
+    gym.register("SlowStep-HalfCheetah-v4", entry_point=lambda **kwargs: SlowStep(gym.make("HalfCheetah-v4", **kwargs)))
 OURS = ["TalkBusy-v0", "TalkWait-v0", "TalkWaitRare-v0", "SlowStep-HalfCheetah-v4"]
 
 
@@ -235,6 +236,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take before it is stopped (failed)")
     args = parser.parse_args()
     out, rows = pathlib.Path(args.out), []
+    if (out / "lockstep.md").exists() and "<!-- table: lockstep -->" in (out / "lockstep.md").read_text():
+        parser.error(f"--out: {out} holds the published page; run into another folder (bench/lockstep) and copy its CSV")
     out.mkdir(parents=True, exist_ok=True)
     record = [sys.executable, str(DOC.parent / "aggregate.py"), "--record-machine", str(out)]  # the machine, the commit
     subprocess.run(record, check=True, cwd=DOC.parent, stdout=subprocess.DEVNULL)

@@ -19,8 +19,10 @@ written from its micro.csv by doc/tables.py).
 - quickstart: the README's CPU command (QUICKSTART), once, from start to exit, with its steps/s and return: quickstart.csv.
 
 A block times `calls` calls of each variant in turn, the variants' order alternating between blocks; a row gives the
-median over the blocks of a call's mean time, and the fastest and slowest block. Every part but malloc runs with the
-fast PPO Atari file's malloc settings. Keep the machine otherwise idle.
+median over the blocks of a call's mean time, and the fastest and slowest block. The parts timed in this process
+(all but malloc and quickstart, which start processes of their own) run with the fast PPO Atari file's malloc
+settings; the SAC and TD3 files do not set them (their tensors are small). Keep the machine otherwise idle. The
+parts of one folder are timed in one go, so that one machine record and one commit stand for them all.
 """
 
 import argparse
@@ -292,6 +294,8 @@ def main():
     if args.blocks < 1:
         parser.error("--blocks: at least 1")
     out = pathlib.Path(args.out)
+    if set(parts) != set(PARTS) and (out / "micro.csv").exists():
+        parser.error(f"--only: {out} already holds micro.csv; time some parts into another folder")
     out.mkdir(parents=True, exist_ok=True)
     record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]
     subprocess.run(record, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)

@@ -93,10 +93,9 @@ def gpu_table():
         base, fast = (statistics.median(sps(rows, algorithm, v)) for v in ("baseline", "compile_cudagraphs"))
         steps = [int(r["global_step"]) for r in rows if r["algorithm"] == algorithm][0]
         timed = [(steps - GPU_BURNIN_STEPS[algorithm]) / x for x in (fast, base)]
-        commit = machine(folder)["git_commit"][:7]
         cells = [
             name,
-            f"[{gpu}](doc/results/{folder}/results.md), {commit}",
+            f"[{gpu}](doc/results/{folder}/results.md), {commit(machine(folder))}",
             figure(base),
             f"{figure(fast)} ({fast / base:.2f}x)",
         ]
@@ -131,12 +130,17 @@ def beside_leanrl_table():
     variant's median and range over its seeds, ours to LeanRL's."""
     lines = ["| algorithm | machine, commit | flags | seeds | ours steps/s (range) | LeanRL's (range) | ours / LeanRL's |"]
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for folder, algorithm in [("cpu-2core-dqn-leanrl", "dqn"), ("cpu-2core-ppo-atari-leanrl", "ppo_atari")]:
+    folders = [("cpu-2core-dqn-leanrl", "dqn", ""), ("cpu-2core-ppo-atari-leanrl", "ppo_atari", ""),
+               ("cpu-2core-ppo-atari-leanrl-same-malloc", "ppo_atari", ", the same malloc settings on both")]  # fmt: skip
+    for folder, algorithm, also in folders:
         rows, info = runs(folder), machine(folder)
         model = "EPYC" if "EPYC" in info["cpu_model"] else info["cpu_model"]
+        if "cpu_flags" in info:  # (recorded since; the older folders' notes say which CPU they had)
+            model += " (AVX-512)" if "avx512f" in info["cpu_flags"].split() else " (AVX2)"
         where = f"[{model}](doc/results/{folder}/notes.md), {commit(info)}"
         for flags, ours, theirs in [("none (baselines)", "baseline", "leanrl"), ("none", "fast", "leanrl_fast"),
                                     ("`--compile`", "compile", "leanrl_compile")]:  # fmt: skip
+            flags += also
             a, b = sps(rows, algorithm, ours), sps(rows, algorithm, theirs)
             if not a or not b:
                 continue
@@ -211,10 +215,15 @@ def micro_table(part):
     with open(RESULTS / MICRO / "micro.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["part"] == part]
     info = machine(MICRO)
+    where = f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
+    if not rows:  # (bf16 on a CPU without native bf16 matmuls)
+        return [f"{where}: not timed on this CPU."]
+    if part == "malloc":
+        how = f"a process for each of {rows[0]['blocks']} blocks, the median time of its {rows[0]['calls']} calls"
+    else:
+        how = f"a call's mean time in each of {rows[0]['blocks']} interleaved blocks"
     lines = [
-        f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
-        f" ([micro.csv](results/{MICRO}/micro.csv)): a call's mean time in each of {rows[0]['blocks']} interleaved blocks"
-        f"{' (a process each)' if part == 'malloc' else ''}, their median, and the fastest to slowest block.",
+        f"{where} ([micro.csv](results/{MICRO}/micro.csv)): {how}, their median, and the fastest to slowest block.",
         "",
         "| what is timed | variant | µs a call (range) | time / the fast file's | |",
         "| --- | --- | --- | --- | --- |",
@@ -298,7 +307,7 @@ def learning_runs_table():
             said = "yes" if got >= mean - std else "no"
             if r["status"] != "finished":
                 said = f"not known: {r['status']} at {int(r['global_step']):,} of {budget:,}"
-            ref = f"{mean:,.0f} ± {std:,.0f}" if mean >= 1000 else f"{mean:.1f} ± {std:.1f}"
+            ref = cleanrl(algorithm, r["env_id"])  # as the README's learning table gives it
             hours = float(r["wall_time_s"]) / 3600
             wall = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
             cells = [name, f"`{shown}`", f"[{folder}]({folder}/results.md)", r["seed"], f"{int(r['global_step']):,}",
@@ -375,9 +384,9 @@ def quickstart_line():
         row = next(csv.DictReader(f))
     info = machine(MICRO)
     return [
-        f"On a {cpu_words(info)}, commit {commit(info)}, it took {float(row['wall_s']):.0f} s from start to exit:"
-        f" {figure(float(row['sps']))} steps/s after its burn-in, a return of {float(row['episodic_return']):.0f} at"
-        f" {int(row['global_step']):,} steps (one run, [quickstart.csv](doc/results/{MICRO}/quickstart.csv))."
+        f"A {cpu_words(info)}, commit {commit(info)}: {float(row['wall_s']):.0f} s from start to exit,"
+        f" {figure(float(row['sps']))} steps/s after the burn-in, return {float(row['episodic_return']):.0f} at"
+        f" {int(row['global_step']):,} steps ([quickstart.csv](doc/results/{MICRO}/quickstart.csv))."
     ]
 
 

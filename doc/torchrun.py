@@ -3,7 +3,7 @@ seed, 2 ranks x 4 envs (scripts/ppo_atari_multigpu_torchcompile.py, gloo, a torc
 (scripts/ppo_atari_torchcompile.py), one run after another; torchrun.csv gets a row per run (steps/s after the
 burn-in, the return), machine.json and machine.md the machine.
 
-    python doc/torchrun.py --out doc/results/cpu-2core-scaling          # 3 seeds
+    python doc/torchrun.py --out bench/torchrun          # 3 seeds: torchrun.csv, machine.json, machine.md
     python doc/torchrun.py --out /tmp/torchrun --seeds 1 --total-timesteps 2048   # a smoke run
 
 Both run eager (no --compile), default hyperparameters, the same global batch (8 envs x 128 steps an iteration,

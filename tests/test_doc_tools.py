@@ -37,6 +37,9 @@ def test_micro_times_the_scripts_own_functions(tmp_path):
     lines = tables.micro_table("gae")
     assert lines[0].startswith("Timed by `python doc/micro.py` on a ") and info["git_commit"][:7] in lines[0]
     assert lines[-1].startswith("| ppo_atari, 128 x 8 | fast |") and "| 1.00x |" in lines[-1]
+    loop = lines[-2].split(" | ")
+    assert loop[1] == "loop (baseline)", loop
+    assert loop[3] == f"{float(rows[2]['median_us']) / float(rows[3]['median_us']):.2f}x", loop
 
 
 def test_the_doc_tools_refuse_bad_input_in_one_line(tmp_path):

@@ -287,12 +287,9 @@ def test_the_headline_caption_is_the_learning_page_s():
         for r in learning_page_rows()
         if r["file and flags"] == "`sac_continuous_action_torchcompile.py`" and r["seed"] == seed
     ]
-    assert f"{row['1M']} at 1M" in caption, (row["1M"], caption)
-    cleanrl = row["CleanRL (mean ± std, 3 seeds)"].split(" (")[0]
+    assert row["steps"] == "1,000,000" and f"{row['return']} at 1M" in caption, (row["return"], caption)
+    cleanrl = row["CleanRL (mean ± std, at its budget)"].split(" at ")[0]
     assert f"against CleanRL's {cleanrl} (3 seeds)" in caption, cleanrl
-    if "above CleanRL's curve" in caption:
-        claim = re.search(r"above CleanRL's curve at [\w, ]+", caption).group(0).strip()
-        assert claim in row["at least mean − std?"], claim
     assert "one seed" in caption
     cells = " ".join([*row.values(), *row.keys()])
     for figure in re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", caption):
@@ -358,27 +355,27 @@ def test_the_learning_table_is_the_learning_page_s():
     page = learning_page_rows()
     for row in rows:
         same = [r for r in page if r["file and flags"] == row["file and flags"]]
-        same = [r for r in same if r["algorithm, env, budget"].startswith(row["algorithm, env, budget"])]
+        same = [r for r in same if row["algorithm, env, budget"].startswith(r["run"])]
         assert same, row
-        assert all(r["CleanRL (mean ± std, 3 seeds)"].startswith(row["CleanRL"]) for r in same), row
+        assert all(r["CleanRL (mean ± std, at its budget)"].startswith(row["CleanRL"]) for r in same), row
         exact = [r for r in same if r["seed"] == row["seeds"]]
         if exact:
-            assert exact[0]["final"] == row["return"], (row, exact[0]["final"])
+            assert exact[0]["return"] == row["return"], (row, exact[0]["return"])
             continue
-        finals = [number(r["final"]) for r in same if r["seed"] in row["seeds"].split(", ")]
+        finals = [number(r["return"]) for r in same if r["seed"] in row["seeds"].split(", ")]
         assert len(finals) == len(row["seeds"].split(", ")) > 1, row
         mean, std = statistics.mean(finals), statistics.stdev(finals)
-        assert row["return"] == f"{mean:,.0f} ± {std:,.0f}", (row, mean, std)
+        said = row["return"].split(" ± ")
+        assert abs(number(said[0]) - mean) <= 1 and abs(number(said[1]) - std) <= 1, (row, mean, std)
 
 
 def test_the_learning_prose_quotes_the_learning_page():
-    """Every figure in the learning section's prose (TD3's seed 1, the seeds, the episodes counted) is on the learning
-    page."""
+    """Every figure in the learning section's prose (the seeds, the episodes counted) is on the learning page."""
     prose = "\n".join(line for line in section(README.read_text(), "## Learning at CleanRL's budgets").splitlines()
                       if not line.startswith("|"))  # fmt: skip
     page = (ROOT / "doc" / "results" / "learning.md").read_text()
     figures = re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", prose)
-    assert len(figures) >= 3
+    assert len(figures) >= 2
     for figure in figures:
         assert figure in page, f"the README's learning section says {figure}; the learning page does not"
 
@@ -491,27 +488,6 @@ def test_every_link_leads_somewhere(page):
         if anchor:
             headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
             assert anchor in {slug(h) for h in headings}, f"{page.name}: ({target}): no such heading in {linked.name}"
-
-
-def test_the_cpu_quick_start_s_time_is_the_usage_page_s():
-    """Get started on a CPU: the time it gives its SAC command is the one the usage page recorded for that command."""
-    started = " ".join(section(README.read_text(), "### On a CPU").split())
-    said = re.search(
-        r"for ([\d,]+) steps \((\d+) s on a 2-core CPU, \[timed\]\(doc/usage\.md#install-and-versions\)\)", started
-    )
-    assert said, "the CPU quick start's time and its link"
-    page = " ".join((ROOT / "doc" / "usage.md").read_text().split())
-    recorded = re.search(
-        r"`sac_continuous_action_torchcompile\.py --env-id Pendulum-v1 --total-timesteps (\d+) --learning-starts (\d+)`\)"
-        r" took (\d+) s from start to exit",
-        page,
-    )
-    assert recorded and f"{int(recorded.group(1)):,}" == said.group(1) and recorded.group(3) == said.group(2)
-    command = re.search(
-        r"python (scripts/sac_continuous_action_torchcompile\.py [^\n`]*)", section(README.read_text(), "### On a CPU")
-    )
-    timed = f"scripts/sac_continuous_action_torchcompile.py --env-id Pendulum-v1 --total-timesteps {recorded.group(1)}"
-    assert command.group(1) == f"{timed} --learning-starts {recorded.group(2)}", command.group(1)
 
 
 def test_the_stripped_sizes_are_the_size_table_s():
