@@ -399,6 +399,7 @@ PAGES = {
         "learning": learning_table,
     },
     USAGE: {"checkpoint-cost": checkpoint_table},
+    TESTING: {"suite": suite_line},
     LEARNING_PAGE: {"learning-runs": learning_runs_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
