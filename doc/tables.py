@@ -263,22 +263,11 @@ def checkpoint_table():
 
 
 LEARNING_PAGE = RESULTS / "learning.md"
-LEARNING_RUNS = [  # learning.md's runs: the name a reader knows, the folder, the file and flags shown
-    ("PPO continuous, HalfCheetah-v4", "cpu-2core-learning", "ppo_continuous_action", "baseline", None,
-     "ppo_continuous_action.py"),
-    ("PPO continuous, HalfCheetah-v4", "cpu-2core-learning", "ppo_continuous_action", "compile", None,
-     "ppo_continuous_action_torchcompile.py --compile"),
-    ("SAC, HalfCheetah-v4", "cpu-2core-learning", "sac_continuous_action", "fast", None,
-     "sac_continuous_action_torchcompile.py"),
-    ("SAC, HalfCheetah-v4", "cpu-2core-xeon-learning-bf16", "sac_continuous_action", "fast", "bf16",
-     "sac_continuous_action_torchcompile.py --precision bf16"),
-    ("TD3, HalfCheetah-v4", "cpu-2core-learning", "td3_continuous_action", "fast", None,
-     "td3_continuous_action_torchcompile.py"),
-    ("DQN, CartPole-v1", "cpu-2core", "dqn", "baseline", None, "dqn.py"),
-    ("DQN, CartPole-v1", "cpu-2core", "dqn", "fast", None, "dqn_torchcompile.py"),
-    ("DQN, CartPole-v1", "cpu-2core", "dqn", "compile", None, "dqn_torchcompile.py --compile"),
-    ("PPO Atari, Breakout-v5", "cpu-2core-learning", "ppo_atari", "compile", None, "ppo_atari_torchcompile.py --compile"),
-]  # fmt: skip
+# learning.md's runs: the learning table's, named without their budget (each row gives its steps), and PPO Atari's,
+# stopped before CleanRL's budget
+LEARNING_RUNS = [(name.rsplit(", ", 1)[0], *rest) for name, *rest in LEARNING] + [
+    ("PPO Atari, Breakout-v5", "cpu-2core-learning", "ppo_atari", "compile", None, "ppo_atari_torchcompile.py --compile")
+]
 
 
 def reference_final(algorithm, env_id):

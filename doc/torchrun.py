@@ -56,6 +56,8 @@ def main():
     parser.add_argument("--total-timesteps", type=int, default=10240, help="each run's budget (10 iterations)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take before it is stopped (failed)")
     args = parser.parse_args()
+    if args.total_timesteps < 1 or args.timeout <= 0:
+        parser.error("--total-timesteps: at least 1" if args.total_timesteps < 1 else "--timeout: more than 0 seconds")
     try:
         seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:

@@ -47,6 +47,7 @@ def test_the_doc_tools_refuse_bad_input_in_one_line(tmp_path):
         ("micro.py", ["--only", "gae,nope"], "--only: no part nope"),
         ("micro.py", ["--blocks", "0"], "--blocks: at least 1"),
         ("torchrun.py", ["--seeds", "one"], "--seeds: a comma-separated list of integers"),
+        ("torchrun.py", ["--total-timesteps", "-5"], "--total-timesteps: at least 1"),
     ]:
         proc = subprocess.run(
             [sys.executable, DOC / tool, *flags, "--out", tmp_path], cwd=ROOT, capture_output=True, text=True, timeout=120
