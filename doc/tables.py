@@ -107,7 +107,8 @@ def gpu_table():
 def cpu_table(folder="cpu-2core-xeon"):
     rows = runs(folder)
     header = ["algorithm"] + [column for column, _ in CPU_COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    lines = [f"The scripts of commit {commit(machine(folder))}:", ""]
+    lines += ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
     for algorithm, name in ALGORITHMS.items():
         base = sps(rows, algorithm, "baseline")
         if not base:
@@ -368,6 +369,24 @@ def suite_line():
     return [where, ""] + lines
 
 
+def roofline_compile_table(folder="cpu-2core"):
+    """The roofline benchmark's `--compile` against the fast file without flags: each one's median steps/s, their ratio."""
+    rows = runs(folder)
+    lines = [
+        f"From [results.csv](results.csv) (commit {commit(machine(folder))}), median steps/s over the seeds:",
+        "",
+        "| algorithm | fast | `--compile` | `--compile` / fast |",
+        "| --- | --- | --- | --- |",
+    ]
+    for algorithm, name in ALGORITHMS.items():
+        fast, compiled = sps(rows, algorithm, "fast"), sps(rows, algorithm, "compile")
+        if fast and compiled:
+            ratio = statistics.median(compiled) / statistics.median(fast)
+            cells = [name, figure(statistics.median(fast)), figure(statistics.median(compiled)), f"{ratio:.2f}x"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def python312_table():
     """The CPU install on Python 3.12: the README's CPU command (doc/micro.py's quickstart part) and the quick tier
     (doc/suite.py), with the Python and torch its machine record names."""
@@ -415,6 +434,7 @@ PAGES = {
     LEARNING_PAGE: {"learning-runs": learning_runs_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
+    RESULTS / "cpu-2core" / "roofline.md": {"roofline-compile": roofline_compile_table},
     TRICKS: {
         f"micro-{part}": lambda part=part: micro_table(part) for part in ["gae", "adam", "layout", "malloc", "compile", "bf16"]
     },
