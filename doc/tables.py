@@ -283,7 +283,12 @@ def reference_final(algorithm, env_id):
 def learning_runs_table():
     """Every learning run, a line per seed, from the results files: the steps it reached, its training return (the mean
     of its last 20 episodes), CleanRL's final figure, and the run's speed, wall time and resumes."""
+    folders = list(dict.fromkeys(folder for _, folder, *_ in LEARNING_RUNS))
+    records = ", ".join(f"[{folder}]({folder}/machine.md) {commit(machine(folder))}" for folder in folders)
     lines = [
+        f"The commits the folders' machine records name (which scripts each run used: [below](#how-these-runs-were-made)):"
+        f" {records}.",
+        "",
         "| run | file and flags | results | seed | steps | return | CleanRL (mean ± std, at its budget) |"
         " at least CleanRL's mean − std? | steps/s | wall time | resumes |",
         "| --- " * 11 + "|",
