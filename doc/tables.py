@@ -29,7 +29,7 @@ MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
 LOCKSTEP = "cpu-2core-lockstep"  # the folder of doc/lockstep.py's runs
 TORCHRUN = "cpu-2core-torchrun"  # the folder of doc/torchrun.py's runs
 SUITE = "cpu-2core-suite"  # the folder of doc/suite.py's timings of the tests
-PYTHON312 = "cpu-2core-python312"  # the CPU install on Python 3.12: the quick start and the quick tier
+FRESH_INSTALLS = ["cpu-2core-python311", "cpu-2core-python312"]  # a fresh clone's CPU install, quick start, quick tier
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
     "ppo_atari": "PPO Atari (Breakout-v5, 8 envs)",
@@ -392,26 +392,33 @@ def roofline_compile_table(folder="cpu-2core"):
     return lines
 
 
-def python312_table():
-    """The CPU install on Python 3.12: the README's CPU command (doc/micro.py's quickstart part) and the quick tier
-    (doc/suite.py), with the Python and torch its machine record names."""
-    info = machine(PYTHON312)
-    with open(RESULTS / PYTHON312 / "quickstart.csv", newline="") as f:
-        start = next(csv.DictReader(f))
-    with open(RESULTS / PYTHON312 / "suite.csv", newline="") as f:
-        (tier,) = [r for r in csv.DictReader(f) if r["tier"] == "quick"]
-    failed = int(tier["failed"]) + int(tier["errors"])
-    link = f"results/{PYTHON312}"
-    return [
-        f"Python {info['python']}, torch {info['torch']}, on a {cpu_words(info)}, commit {commit(info)}:",
-        "",
-        "| what ran | result | wall time |",
-        "| --- | --- | --- |",
-        f"| the README's CPU command | return {float(start['episodic_return']):.0f} at {int(start['global_step']):,} steps"
-        f" ([quickstart.csv]({link}/quickstart.csv)) | {float(start['wall_s']):.0f} s |",
-        f"| `{tier['command']}` | {tier['passed']} passed, {failed} failed, {tier['skipped']} skipped"
-        f" ([suite.csv]({link}/suite.csv)) | {int(tier['wall_s']):,} s |",
+def fresh_install_table():
+    """A fresh clone's CPU install on each Python: the README's CPU command (doc/micro.py's quickstart part) and the
+    quick tier (doc/suite.py), with the Python, torch and commit each machine record names."""
+    lines = [
+        '| Python | torch | commit | the README\'s CPU command | `python -m pytest -m "not slow"` | machine |',
+        "| --- | --- | --- | --- | --- | --- |",
     ]
+    for folder in FRESH_INSTALLS:
+        info = machine(folder)
+        with open(RESULTS / folder / "quickstart.csv", newline="") as f:
+            start = next(csv.DictReader(f))
+        with open(RESULTS / folder / "suite.csv", newline="") as f:
+            (tier,) = [r for r in csv.DictReader(f) if r["tier"] == "quick"]
+        failed = int(tier["failed"]) + int(tier["errors"])
+        link = f"results/{folder}"
+        cells = [
+            info["python"],
+            info["torch"],
+            commit(info),
+            f"return {float(start['episodic_return']):.0f} at {int(start['global_step']):,} steps in"
+            f" {float(start['wall_s']):.0f} s ([quickstart.csv]({link}/quickstart.csv))",
+            f"{tier['passed']} passed, {failed} failed, {tier['skipped']} skipped in {int(tier['wall_s']):,} s"
+            f" ([suite.csv]({link}/suite.csv))",
+            f"a {cpu_words(info)} ([notes]({link}/notes.md))",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def quickstart_line():
@@ -434,7 +441,7 @@ PAGES = {
         "beside-leanrl": beside_leanrl_table,
         "learning": learning_table,
     },
-    USAGE: {"checkpoint-cost": checkpoint_table, "python312": python312_table},
+    USAGE: {"checkpoint-cost": checkpoint_table, "fresh-install": fresh_install_table},
     TESTING: {"suite": suite_line},
     LEARNING_PAGE: {"learning-runs": learning_runs_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
