@@ -60,9 +60,14 @@ CPU_COLUMNS = [  # the CPU table's variants: (column, variant)
 ]
 
 
+def read_csv(path):
+    """A results file's rows, as dicts of strings."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def runs(folder):
-    with open(RESULTS / folder / "results.csv", newline="") as f:
-        return [row for row in csv.DictReader(f) if row["status"] == "finished" and row["sps"]]
+    return [row for row in read_csv(RESULTS / folder / "results.csv") if row["status"] == "finished" and row["sps"]]
 
 
 def machine(folder):
@@ -175,8 +180,11 @@ LEARNING = [
 
 def cleanrl(algorithm, env_id):
     """CleanRL's published final return, mean ± std over its seeds (doc/results/cleanrl_reference.csv)."""
-    with open(RESULTS / "cleanrl_reference.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]]
+    rows = [
+        r
+        for r in read_csv(RESULTS / "cleanrl_reference.csv")
+        if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]
+    ]
     final = max(rows, key=lambda r: int(r["step"]))
     if float(final["return"]) < 1000:
         return f"{final['return']} ± {final['std']}"
@@ -214,8 +222,7 @@ def cpu_words(info):
 def micro_table(part):
     """One part of doc/micro.py's timings: each variant's median time of a call, its blocks' range, and its ratio to
     the fast file's choice (the variant named "fast"), under a line naming the machine and the commit."""
-    with open(RESULTS / MICRO / "micro.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["part"] == part]
+    rows = [r for r in read_csv(RESULTS / MICRO / "micro.csv") if r["part"] == part]
     info = machine(MICRO)
     where = f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
     if not rows:  # (bf16 on a CPU without native bf16 matmuls)
@@ -241,8 +248,7 @@ def micro_table(part):
 
 def checkpoint_table():
     """doc/checkpoint_cost.py's figures: SAC's checkpoint with a full default replay buffer, in both SAC files."""
-    with open(RESULTS / MICRO / "checkpoint_cost.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(RESULTS / MICRO / "checkpoint_cost.csv")
     info = machine(MICRO)
     lines = [
         f"Timed by `python doc/checkpoint_cost.py` on a {cpu_words(info)}, commit {commit(info)}"
@@ -274,8 +280,11 @@ LEARNING_RUNS = [(name.rsplit(", ", 1)[0], *rest) for name, *rest in LEARNING] +
 
 def reference_final(algorithm, env_id):
     """CleanRL's published final return and std, and its budget (doc/results/cleanrl_reference.csv)."""
-    with open(RESULTS / "cleanrl_reference.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]]
+    rows = [
+        r
+        for r in read_csv(RESULTS / "cleanrl_reference.csv")
+        if (r["algorithm"], r["env_id"]) == (algorithm, env_id) and r["std"]
+    ]
     final = max(rows, key=lambda r: int(r["step"]))
     return float(final["return"]), float(final["std"]), int(final["step"])
 
@@ -294,8 +303,9 @@ def learning_runs_table():
         "| --- " * 11 + "|",
     ]
     for name, folder, algorithm, variant, exp, shown in LEARNING_RUNS:
-        with open(RESULTS / folder / "results.csv", newline="") as f:
-            rows = [r for r in csv.DictReader(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+        rows = [
+            r for r in read_csv(RESULTS / folder / "results.csv") if (r["algorithm"], r["variant"]) == (algorithm, variant)
+        ]
         rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r["episodic_return"]]
         for r in rows:
             mean, std, budget = reference_final(algorithm, r["env_id"])
@@ -324,8 +334,7 @@ def lockstep_table():
 
 def torchrun_table():
     """doc/torchrun.py's runs: each way's steps/s per seed, their median and the returns, under the machine and commit."""
-    with open(RESULTS / TORCHRUN / "torchrun.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(RESULTS / TORCHRUN / "torchrun.csv")
     info = machine(TORCHRUN)
     seeds = list(dict.fromkeys(r["seed"] for r in rows))
     steps = int(rows[0]["total_timesteps"])
@@ -351,8 +360,7 @@ def torchrun_table():
 
 def suite_line():
     """doc/suite.py's timings of the two tiers: counts, wall time, commit, machine."""
-    with open(RESULTS / SUITE / "suite.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(RESULTS / SUITE / "suite.csv")
     info = machine(SUITE)
     lines = [
         "| tier | command | passed | failed | skipped | wall time | commit |",
@@ -401,10 +409,8 @@ def fresh_install_table():
     ]
     for folder in FRESH_INSTALLS:
         info = machine(folder)
-        with open(RESULTS / folder / "quickstart.csv", newline="") as f:
-            start = next(csv.DictReader(f))
-        with open(RESULTS / folder / "suite.csv", newline="") as f:
-            (tier,) = [r for r in csv.DictReader(f) if r["tier"] == "quick"]
+        start = read_csv(RESULTS / folder / "quickstart.csv")[0]
+        (tier,) = [r for r in read_csv(RESULTS / folder / "suite.csv") if r["tier"] == "quick"]
         failed = int(tier["failed"]) + int(tier["errors"])
         link = f"results/{folder}"
         cells = [
@@ -423,8 +429,7 @@ def fresh_install_table():
 
 def quickstart_line():
     """The README's CPU command as doc/micro.py timed it: from start to exit, its steps/s and return."""
-    with open(RESULTS / MICRO / "quickstart.csv", newline="") as f:
-        row = next(csv.DictReader(f))
+    row = read_csv(RESULTS / MICRO / "quickstart.csv")[0]
     info = machine(MICRO)
     return [
         f"A {cpu_words(info)}, commit {commit(info)}: {float(row['wall_s']):.0f} s from start to exit,"
