@@ -1,8 +1,9 @@
 """The size table of doc/sizes.md, measured: each script's lines, its part 1's and its stripped file's (cut.py), beside
-its counterparts in CleanRL and LeanRL, whole and less their logging.
+its counterparts in CleanRL and LeanRL, whole and less their logging; then the statements of each script's `main` that
+the stripped file goes without (marked `Run:`).
 
-    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL           # rewrites the table in doc/sizes.md
-    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL --check   # says whether it is the table there
+    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL           # rewrites both in doc/sizes.md
+    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL --check   # says whether they are the ones there
 
 Every length is in lines as ruff formats the file at CleanRL's 127 columns. An anchor "less its logging" is its file
 with what only logs taken out, by one rule for all: the statements that call the logger (`writer.`, `wandb.`, `print`,
@@ -162,6 +163,44 @@ def table(cleanrl, leanrl):
     return "\n".join(rows) + "\n"
 
 
+def marked(stem):
+    """The statements of `main` in scripts/<stem>.py that carry `Run:` on their first line (what the stripped file goes
+    without; a marked `with` keeps its body, whose marked statements are listed too), each as that line reads."""
+    source = (ROOT / "scripts" / f"{stem}.py").read_text()
+    lines, runs = source.splitlines(), cut.comments(source, "Run:")
+    main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    found = []
+
+    def visit(statements):
+        for node in statements:
+            if node.lineno in runs:
+                found.append(lines[node.lineno - 1].strip())
+                if not isinstance(node, ast.With):
+                    continue
+            for body in cut.bodies(node):
+                visit(body)
+
+    visit(main.body)
+    return found
+
+
+def marked_lists():
+    """doc/sizes.md's lists of marked statements, a folded block per script."""
+    blocks = []
+    for stem in ANCHORS:
+        statements = marked(stem)
+        summary = f"<code>scripts/{stem}.py</code>: {len(statements)} statements"
+        blocks.append(f"<details><summary>{summary}</summary>\n\n```python\n" + "\n".join(statements) + "\n```\n\n</details>")
+    return "\n".join(blocks) + "\n"
+
+
+def between(text, name):
+    """(before, inside, after) the markers <!-- name --> and <!-- /name --> of a page."""
+    head, rest = text.split(f"<!-- {name} -->\n", 1)
+    inside, tail = rest.split(f"<!-- /{name} -->", 1)
+    return head, inside, tail
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cleanrl", required=True, type=pathlib.Path, help="a checkout of vwxyzjn/cleanrl (fe8d8a0)")
@@ -171,16 +210,18 @@ def main():
     for folder in (args.cleanrl / "cleanrl", args.leanrl / "leanrl"):
         if not folder.is_dir():
             parser.error(f"no folder {folder}: give a checkout of the repository")
-    new = table(args.cleanrl / "cleanrl", args.leanrl / "leanrl")
     page = ROOT / "doc" / "sizes.md"
     text = page.read_text()
-    head, rest = text.split("<!-- sizes -->\n", 1)
-    old, tail = rest.split("<!-- /sizes -->", 1)
+    new = dict(sizes=table(args.cleanrl / "cleanrl", args.leanrl / "leanrl"), marked=marked_lists())
     if args.check:
-        print("doc/sizes.md: the table is the measured one" if old == new else "doc/sizes.md: the table differs")
-        sys.exit(0 if old == new else 1)
-    page.write_text(head + "<!-- sizes -->\n" + new + "<!-- /sizes -->" + tail)
-    print(new, end="")
+        same = all(between(text, name)[1] == block for name, block in new.items())
+        print("doc/sizes.md: the table and lists are the measured ones" if same else "doc/sizes.md: they differ")
+        sys.exit(0 if same else 1)
+    for name, block in new.items():
+        head, _, tail = between(text, name)
+        text = head + f"<!-- {name} -->\n" + block + f"<!-- /{name} -->" + tail
+    page.write_text(text)
+    print(new["sizes"], end="")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import tokenize
 
 import pytest
 from helpers.cut import cut
-from helpers.scripts import ROOT, SCRIPTS
+from helpers.scripts import ROOT, SCRIPTS, load_tool
 from helpers.shared import shared
 
 FILES = sorted(SCRIPTS.glob("*.py"))
@@ -285,6 +285,20 @@ def test_the_size_table_is_true():
     sentence = f"the stripped baselines are {b[4]}-{b[5]}x their CleanRL file less its logging ({b[2]}-{b[3]}x whole),"
     sentence += f" and the stripped fast files {f[4]}-{f[5]}x their LeanRL file less its logging ({f[2]}-{f[3]}x whole)."
     assert sentence in text, sentence
+
+
+def test_the_marked_statements_of_main_are_the_ones_listed():
+    """doc/sizes.md lists the statements of each script's `main` that its stripped file goes without, as doc/sizes.py
+    finds them: a marked statement added, changed or removed shows there. Each listed line is a line of its script."""
+    sizes = load_tool(ROOT / "doc" / "sizes.py")
+    text = (ROOT / "doc" / "sizes.md").read_text()
+    listed = sizes.between(text, "marked")[1]
+    assert listed == sizes.marked_lists(), "doc/sizes.md: the marked statements differ: python doc/sizes.py rewrites them"
+    for stem in STEMS:
+        lines = {line.strip() for line in (SCRIPTS / f"{stem}.py").read_text().splitlines()}
+        statements = sizes.marked(stem)
+        assert statements and all(s in lines and "# Run:" in s for s in statements), stem
+        assert f"<code>scripts/{stem}.py</code>: {len(statements)} statements" in listed, stem
 
 
 def test_the_writer_puts_one_edit_into_every_file_that_shares_the_text(tmp_path, monkeypatch):
