@@ -23,7 +23,7 @@ class Args:
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
-    """if toggled, cuda will be used when available (the CPU otherwise, with a warning)"""
+    """if toggled, cuda will be used when available (the CPU otherwise)"""
     track: bool = False  # Run:
     """if toggled, this experiment will be tracked with Weights and Biases (needs `wandb`)"""
     wandb_project_name: str = "cleanRL"  # Run:
