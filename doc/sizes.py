@@ -48,11 +48,16 @@ def formatted_lines(text, name):
     return len(cut.ruff_format(text, name).splitlines())
 
 
+def main_of(source):
+    """The `main` function of a script's source, as an ast node."""
+    return next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+
+
 def ours(stem):
     """(lines, part 1's lines, the stripped file's lines or None) of scripts/<stem>.py."""
     path = ROOT / "scripts" / f"{stem}.py"
     source = path.read_text()
-    main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    main = main_of(source)
     stripped = None if stem in VARIANTS else len(cut.cut(path).splitlines())
     return len(source.splitlines()), main.end_lineno, stripped
 
@@ -168,7 +173,6 @@ def marked(stem):
     without; a marked `with` keeps its body, whose marked statements are listed too), each as that line reads."""
     source = (ROOT / "scripts" / f"{stem}.py").read_text()
     lines, runs = source.splitlines(), cut.comments(source, "Run:")
-    main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
     found = []
 
     def visit(statements):
@@ -180,7 +184,7 @@ def marked(stem):
             for body in cut.bodies(node):
                 visit(body)
 
-    visit(main.body)
+    visit(main_of(source).body)
     return found
 
 
