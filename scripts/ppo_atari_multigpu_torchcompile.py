@@ -7,6 +7,7 @@
 # As in the core file: --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent; with
 # neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import ctypes
+import gc
 import os  # Run: (--exp-name's default)
 import random
 import warnings
@@ -209,6 +210,30 @@ def compiled(fn, mode: str, **kwargs):
     return call
 
 
+def graphed(fn, compile: bool):
+    """fn replayed as a CUDA graph (tensordict's CudaGraphModule), made once; its warm-up and capture calls run with the
+    garbage collector collected, then frozen. Since torch 2.9 a capture collects nothing first, and a collection that
+    frees an older graph while this one is captured invalidates the capture (tensordict #1804)."""
+    warmup = 3 if compile else 2  # a compiled function wants one more eager call before capture
+    graph = CudaGraphModule(fn, warmup=warmup)
+    calls = 0
+
+    def call(*inputs, **named_inputs):
+        nonlocal calls
+        if calls == warmup:  # captured: a replay
+            return graph(*inputs, **named_inputs)
+        calls += 1
+        gc.collect()
+        # what lives now, older graphs included, is out of the collector's reach until the call returns
+        gc.freeze()
+        try:
+            return graph(*inputs, **named_inputs)
+        finally:
+            gc.unfreeze()
+
+    return call
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -325,11 +350,9 @@ def make_ppo(args: Args, agent, device):
         gae = compiled(gae, args.compile_mode, fullgraph=True)
         update = compiled(update, args.compile_mode)
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
-        # a compiled function wants one more eager call before capture
-        warmup = 3 if args.compile else 2
-        policy = CudaGraphModule(policy, warmup=warmup)
-        gae = CudaGraphModule(gae, warmup=warmup)
-        update = CudaGraphModule(update, warmup=warmup)
+        policy = graphed(policy, args.compile)
+        gae = graphed(gae, args.compile)
+        update = graphed(update, args.compile)
     return SimpleNamespace(agent=agent, optimizer=optimizer, policy=policy, gae=gae, update=update)
 
 

@@ -2,6 +2,7 @@
 # rewritten for speed. --compile (torch.compile) and --cudagraphs (tensordict's CudaGraphModule) are independent;
 # with neither it is the lean eager version. Each speed trick is marked "Speed:" where it is used.
 import contextlib
+import gc
 import math
 import os
 import random
@@ -228,6 +229,30 @@ def compiled(fn, mode: str, **kwargs):
     return call
 
 
+def graphed(fn, compile: bool):
+    """fn replayed as a CUDA graph (tensordict's CudaGraphModule), made once; its warm-up and capture calls run with the
+    garbage collector collected, then frozen. Since torch 2.9 a capture collects nothing first, and a collection that
+    frees an older graph while this one is captured invalidates the capture (tensordict #1804)."""
+    warmup = 3 if compile else 2  # a compiled function wants one more eager call before capture
+    graph = CudaGraphModule(fn, warmup=warmup)
+    calls = 0
+
+    def call(*inputs, **named_inputs):
+        nonlocal calls
+        if calls == warmup:  # captured: a replay
+            return graph(*inputs, **named_inputs)
+        calls += 1
+        gc.collect()
+        # what lives now, older graphs included, is out of the collector's reach until the call returns
+        gc.freeze()
+        try:
+            return graph(*inputs, **named_inputs)
+        finally:
+            gc.unfreeze()
+
+    return call
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -346,13 +371,11 @@ def make_sac(args: Args, obs_dim, action_dim, action_low, action_high, device):
         update_critic = compiled(update_critic, args.compile_mode)
         update_actor = compiled(update_actor, args.compile_mode)
         policy = compiled(policy, args.compile_mode)
-    if args.cudagraphs:
-        # Speed: each call replays a recorded CUDA graph (a compiled function wants one more eager call before capture)
-        warmup = 3 if args.compile else 2
-        update_critic = CudaGraphModule(update_critic, warmup=warmup)
-        update_actor = CudaGraphModule(update_actor, warmup=warmup)
-        update_target = CudaGraphModule(update_target, warmup=warmup)
-        policy = CudaGraphModule(policy, warmup=warmup)
+    if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
+        update_critic = graphed(update_critic, args.compile)
+        update_actor = graphed(update_actor, args.compile)
+        update_target = graphed(update_target, args.compile)
+        policy = graphed(policy, args.compile)
     networks = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target)
     functions = dict(update_critic=update_critic, update_actor=update_actor, update_target=update_target, policy=policy)
     sac = SimpleNamespace(**networks, **functions, q_optimizer=q_optimizer, actor_optimizer=actor_optimizer)

@@ -17,6 +17,7 @@ QUICK_MODULES = {
     "test_adam_settings",
     "test_gpu_selection_and_sync_count",
     "test_cleanrl_commands",
+    "test_graph_capture",
 }
 QUICK_TESTS = {  # in the algorithms' own files: their short runs, bad input, parity with the baseline
     "test_short_run",

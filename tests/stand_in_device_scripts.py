@@ -203,3 +203,40 @@ def test_the_loop_reads_the_device_only_for_the_action_and_the_logs(script, tmp_
     reads = [(r.filename, r.lineno, r.line) for r in fake.host_reads]
     assert reads, "the loop must read at least the actions"
     assert not sync_problems(reads, module.__file__, calls["policy"], calls["rows"]), fake.describe_reads()
+
+
+# ---------------------------------------------------------------- graphs warmed up and captured with the collector frozen
+GRAPHS = {"sac": 4, "td3": 3, "dqn": 2, "ppo": 3}  # the functions each builder hands to graphed
+
+
+@pytest.mark.parametrize("script", list(LOOPS))
+def test_each_graph_warms_up_and_is_captured_with_the_collector_frozen(script, tmp_path, monkeypatch):
+    """Each fast file's real loop with --cudagraphs on the stand-in device (the flag kept: `torch.cuda` says CUDA is
+    there): every CudaGraphModule its builder makes finds the collector frozen on its warm-up and capture calls (the
+    first `warmup`), working on the calls after, and leaves it working when the run ends. (CudaGraphModule itself sees
+    no CUDA and passes each call through: the capture is a GPU's, tests/test_graph_capture.py.)"""
+    import gc
+
+    module, args = prepare(script, *LOOPS[script], "--cudagraphs", tmp_path=tmp_path, monkeypatch=monkeypatch)
+    graphs = []
+
+    class Watched(module.CudaGraphModule):
+        def __init__(self, fn, warmup):
+            super().__init__(fn, warmup=warmup)
+            self.frozen = []
+            graphs.append(self)
+
+        def __call__(self, *a, **kw):
+            self.frozen.append(gc.get_freeze_count() > 0)
+            return super().__call__(*a, **kw)
+
+    monkeypatch.setattr(module, "CudaGraphModule", Watched)
+    with FakeCuda() as fake:
+        monkeypatch.setattr(module, "torch", torch_with_a_stand_in_cuda(fake))
+        state = module.main(args)
+    assert state["status"] == "finished" and state["args"].cudagraphs
+    assert len(graphs) == GRAPHS[script.split("_")[0]], graphs
+    for graph in graphs:
+        warmup = graph._warmup
+        assert len(graph.frozen) > warmup and graph.frozen == [True] * warmup + [False] * (len(graph.frozen) - warmup)
+    assert gc.get_freeze_count() == 0

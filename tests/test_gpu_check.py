@@ -281,3 +281,19 @@ def test_part_2_at_its_default_budget_reaches_the_gpu_tests(tmp_path):
     steps = [line.split(":")[0] + ":" + line.split(":")[1].split(",")[0] for line in lines if line.startswith("- pytest")]
     assert steps == ["- pytest-collect: exit 0", "- pytest-gpu: exit 4"], lines
     assert lines[-1].endswith("; failed: pytest-gpu"), lines[-1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here")
+def test_the_compile_modes_step_is_an_extra_that_needs_its_time(tmp_path):
+    """--only compile-modes implies --extras and runs nothing else of part 1; with less than its 100 s left it is
+    skipped and says so (run, it times our fast PPO Atari with --compile in the default mode and in reduce-overhead)."""
+    deps = stand_in_deps(tmp_path / "deps")
+    out = tmp_path / "part1"
+    proc = check("1", out, "--dry", "--only", "compile-modes", "--budget-s", 60, deps=deps, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    lines = (out / "summary.md").read_text().splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("- ")] == ["- compile-modes", "- part 1"], lines
+    assert lines[1].startswith("- compile-modes: skipped, ") and lines[1].endswith(" of the 100 s it needs"), lines
+    assert "extras" in (out / "machine.txt").read_text()
+    help_text = check("--help", deps=deps).stdout
+    assert "compile-modes" in help_text and "reduce-overhead" in help_text

@@ -15,8 +15,9 @@
 #                     summary.md says which steps were cut or skipped
 #   --archive FILE    after each step, DIR as one .tgz here, whole and under 16 MiB (no *.pt; where it would be
 #                     larger, the run folders' event files and plots leave it, then all but the logs and tables)
-#   --extras          part 1 only: after its own steps, envpool's other modes and PPO Atari's two baselines (for a
-#                     later machine: 1 DIR --extras --only envpool-extras,ppo-atari-baselines)
+#   --extras          part 1 only: after its own steps, envpool's other modes, PPO Atari's two baselines and our
+#                     fast PPO Atari with --compile in torch.compile's default mode and in reduce-overhead (for a later
+#                     machine: 1 DIR --extras --only envpool-extras,ppo-atari-baselines,compile-modes)
 #   --only STEP,...   only these steps of the part (their names are summary.md's), e.g. a later machine's rerun of
 #                     part 2's dqn with the whole budget: 2 DIR --only dqn
 #   --dry             tiny budgets, and no CUDA needed: the check's dry run on a CPU machine, where every step runs
@@ -160,7 +161,7 @@ done
 CAP=${GPU_CHECK_RUN_CAP_S:-}
 [ -z "$CAP" ] || [[ $CAP =~ ^[1-9][0-9]*$ ]] || die "GPU_CHECK_RUN_CAP_S: seconds, not '$CAP'"
 SEED_STEPS="ppo-atari-seed1-ours ppo-atari-seed1-leanrl ppo-atari-seed1-jax ppo-atari-seed2-jax ppo-atari-seed2-leanrl ppo-atari-seed2-ours"
-STEPS_1="$SEED_STEPS envpool envpool-extras ppo-atari-baselines"
+STEPS_1="$SEED_STEPS envpool envpool-extras ppo-atari-baselines compile-modes"
 STEPS_2="pytest-collect pytest-gpu ppo-atari-gap sac_continuous_action td3_continuous_action ppo_continuous_action dqn"
 [ "$PART" = 1 ] && STEPS=$STEPS_1 || STEPS=$STEPS_2
 for name in ${ONLY//,/ }; do
@@ -168,7 +169,7 @@ for name in ${ONLY//,/ }; do
     for known in $STEPS; do [ "$name" = "$known" ] && in_steps=1; done
     [ $in_steps = 1 ] || die "--only $name: not a step of part $PART (${STEPS// /, })"
 done
-[[ ",$ONLY," != *,envpool-extras,* && ",$ONLY," != *,ppo-atari-baselines,* ]] || EXTRAS=1
+[[ ",$ONLY," != *,envpool-extras,* && ",$ONLY," != *,ppo-atari-baselines,* && ",$ONLY," != *,compile-modes,* ]] || EXTRAS=1
 DIR=$(absolute "$DIR")
 [ ! -e "$DIR" ] || [ -z "$(ls -A "$DIR")" ] || die "$DIR holds an earlier check: give a new folder"
 [ -z "$ARCHIVE" ] || [ -d "$(dirname "$ARCHIVE")" ] || die "--archive $ARCHIVE: no folder $(dirname "$ARCHIVE")"
@@ -382,6 +383,11 @@ if [ "$PART" = 1 ]; then
         # PPO Atari's two baselines, CleanRL's file and LeanRL's copy of it, with the same budget
         step ppo-atari-baselines 100 0 0 ./run.sh "${LEANRL[@]}" --scripts ppo_atari --variants baseline,leanrl --seeds 1 \
             --total-timesteps "$PPO_STEPS" --out "$DIR/ppo-atari-baselines" -- --measure-burnin "$BURNIN"
+        # torch.compile's own CUDA graphs (--compile-mode reduce-overhead, cudagraph trees) against its default mode
+        # (no graphs), ours, one seed, the same budget: whether torch 2.10's regression of reduce-overhead (pytorch
+        # #174575) holds on this torch, for what doc/tricks.md says of the mode
+        step compile-modes 100 0 0 ./run.sh --scripts ppo_atari --variants compile,compile_reduce_overhead --seeds 1 \
+            --total-timesteps "$PPO_STEPS" --out "$DIR/compile-modes" -- --measure-burnin "$BURNIN"
     fi
 else
     # Every gpu test, reported test by test even where it is cut (8 workers: the count measured, 208 + 125 s cold on

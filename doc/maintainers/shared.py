@@ -44,7 +44,7 @@ SHARED += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which c
 # evaluate: one text for the envs played alike
 SHARED += [("evaluate", [s for s in GYM if s not in PPO_CONTINUOUS]), ("evaluate", ATARI), ("evaluate", PPO_CONTINUOUS)]
 # part 1's helpers
-SHARED += [(name, None) for name in ["GRAPH_MODES", "compiled", "adam_settings", "layer_init", "malloc_keep_heap"]]
+SHARED += [(name, None) for name in ["GRAPH_MODES", "compiled", "graphed", "adam_settings", "layer_init", "malloc_keep_heap"]]
 SHARED += [("EpisodeTracker", ATARI)]  # part 1's: CleanRL's full-game scores
 SHARED += [("check_fast_flags", FAST_PPO_DQN)]
 # A shared definition's branch that only some files need is their marked hunk of the one text (the first file's, which

@@ -543,6 +543,31 @@ def compiled(fn, mode: str, **kwargs):
     return call
 
 
+# === graphed: dqn_torchcompile
+def graphed(fn, compile: bool):
+    """fn replayed as a CUDA graph (tensordict's CudaGraphModule), made once; its warm-up and capture calls run with the
+    garbage collector collected, then frozen. Since torch 2.9 a capture collects nothing first, and a collection that
+    frees an older graph while this one is captured invalidates the capture (tensordict #1804)."""
+    warmup = 3 if compile else 2  # a compiled function wants one more eager call before capture
+    graph = CudaGraphModule(fn, warmup=warmup)
+    calls = 0
+
+    def call(*inputs, **named_inputs):
+        nonlocal calls
+        if calls == warmup:  # captured: a replay
+            return graph(*inputs, **named_inputs)
+        calls += 1
+        gc.collect()
+        # what lives now, older graphs included, is out of the collector's reach until the call returns
+        gc.freeze()
+        try:
+            return graph(*inputs, **named_inputs)
+        finally:
+            gc.unfreeze()
+
+    return call
+
+
 # === adam_settings: dqn_torchcompile
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
