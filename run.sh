@@ -3,7 +3,7 @@
 # summary.json into results.csv, writes results.md (steps/s, speed-up, final return) and PNG plots, with the
 # machine and versions beside them. `./run.sh --help` explains the options.
 #
-# The driver is this bash file; its Python (bench.json, the machine record, the results) is aggregate.py beside it.
+# The driver is this bash file; its Python (bench.json, the machine record, the results) is tools/aggregate.py.
 set -uo pipefail # no -e: a run that fails is recorded and the others go on
 
 # The matrix, defined here once: --help, the checks of --scripts and --variants, the plan and the tables' order (which
@@ -46,7 +46,7 @@ leanrl_compile_cudagraphs           peer     _torchcompile.py           --compil
 leanrl_jax                          peer     _jax.py
 '
 # The peer's variants ("peer") run LeanRL's own files (the checkout --leanrl names, in the environment --leanrl-python
-# names) through doc/leanrl.py, with the same flags, budgets and seeds as ours: LeanRL's leanrl/<algorithm>.py and
+# names) through tools/leanrl.py, with the same flags, budgets and seeds as ours: LeanRL's leanrl/<algorithm>.py and
 # leanrl/<algorithm>_torchcompile.py (its Atari files are ppo_atari_envpool*.py); leanrl_jax, its JAX file for PPO Atari,
 # ppo_atari_envpool_xla_jax.py (an environment with jax, flax and optax). Only where --variants names them.
 DEFAULT_SEEDS="1,2,3"
@@ -136,7 +136,7 @@ and the variant files of their own, which --quick runs too (ray: Ray env runners
 multigpu: data-parallel PPO under torchrun, a process per GPU, ppo_atari only):
 $(variant_help quick)
 and the peer's, LeanRL's own files run beside ours with the same flags, budgets and seeds (only where --variants
-names them; they need --leanrl and --leanrl-python, and doc/leanrl.py says how to make that environment):
+names them; they need --leanrl and --leanrl-python, and tools/leanrl.py says how to make that environment):
 $(variant_help peer | sed 's| scripts/| leanrl/|')
 With --all (or any other option that leaves them so): all algorithms, the variants of the first list, seeds
 ${DEFAULT_SEEDS}, the scripts' default budgets (the full reproduction; hours on a GPU, much longer on a CPU). With no
@@ -333,7 +333,7 @@ aggregate() { # dir
     if [ -d "$1/tasks" ]; then # Slurm: each task wrote its own row (no two tasks write one file); gather them
         { runs_row "${RUNS_COLUMNS[@]}"; cat "$1"/tasks/*.tsv 2>/dev/null; } >"$1/runs.tsv"
     fi
-    MPLBACKEND=Agg "$PYTHON" "$ROOT/aggregate.py" "$1" --algorithms "${ALGOS// /,}" --variants "${VARIANTS// /,}" \
+    MPLBACKEND=Agg "$PYTHON" "$ROOT/tools/aggregate.py" "$1" --algorithms "${ALGOS// /,}" --variants "${VARIANTS// /,}" \
         ${REFERENCE:+--reference "$REFERENCE"}
 }
 
@@ -403,7 +403,7 @@ for v in "${RUN_VARIANTS[@]}"; do # the peer's variants: its checkout and its en
     [ -n "$LEANRL" ] || die "--variants $v: needs --leanrl DIR, a checkout of LeanRL (git clone https://github.com/pytorch-labs/LeanRL)"
     [ -d "$LEANRL/leanrl" ] || die "--leanrl: $LEANRL is no LeanRL checkout (it has no leanrl/ folder)"
     LEANRL="$(cd "$LEANRL" && pwd)"
-    [ -n "$LEANRL_PYTHON" ] || die "--variants $v: needs --leanrl-python PY, the python of LeanRL's environment (see doc/leanrl.py)"
+    [ -n "$LEANRL_PYTHON" ] || die "--variants $v: needs --leanrl-python PY, the python of LeanRL's environment (see tools/leanrl.py)"
     command -v "$LEANRL_PYTHON" >/dev/null || die "--leanrl-python: $LEANRL_PYTHON is no program here"
     break
 done
@@ -463,12 +463,12 @@ if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ]; then # a Slurm task leaves bench.json
     [ "$QUICK" = 0 ] || bench+=(--quick)
     [ -z "$TOTAL_TIMESTEPS" ] || bench+=("--total-timesteps=$TOTAL_TIMESTEPS")
     [ "$SLURM" = 0 ] || bench+=(--slurm)
-    "$PYTHON" "$ROOT/aggregate.py" "${bench[@]}" -- ${EXTRA[@]+"${EXTRA[@]}"} || die "cannot write bench.json with $PYTHON"
+    "$PYTHON" "$ROOT/tools/aggregate.py" "${bench[@]}" -- ${EXTRA[@]+"${EXTRA[@]}"} || die "cannot write bench.json with $PYTHON"
 fi
 
 record_machine() { # a Slurm submission records nothing here: its task 0 records the compute node it runs on
     if [ "$SLURM" = 1 ] || { [ -n "$RUN_TASK" ] && [ "${RUN_TASK#*:}" != 0 ]; }; then return 0; fi
-    "$PYTHON" "$ROOT/aggregate.py" --record-machine "$OUT" "--jobs=$JOBS" "--cpu-sets=${CPU_SETS[*]-}" "--gpus=${RUN_GPUS[*]-}"
+    "$PYTHON" "$ROOT/tools/aggregate.py" --record-machine "$OUT" "--jobs=$JOBS" "--cpu-sets=${CPU_SETS[*]-}" "--gpus=${RUN_GPUS[*]-}"
 }
 record_machine || echo "run.sh: warning: could not record the machine" >&2
 
@@ -511,7 +511,7 @@ else
                 cmd=("$PYTHON" "$SCRIPTS_DIR/$(variant_file "$a" "$v")" --output-dir "$OUT/$rundir" --seed "$s" ${vflags[@]+"${vflags[@]}"}
                     ${budget[@]+"${budget[@]}"} ${EXTRA[@]+"${EXTRA[@]}"})
                 if peer_variant "$v"; then # LeanRL's own file, in its own environment, through our adapter
-                    cmd=("$LEANRL_PYTHON" "$ROOT/doc/leanrl.py" --leanrl "$LEANRL" "$(peer_file "$a" "$v")" "${cmd[@]:2}")
+                    cmd=("$LEANRL_PYTHON" "$ROOT/tools/leanrl.py" --leanrl "$LEANRL" "$(peer_file "$a" "$v")" "${cmd[@]:2}")
                 fi
                 if [ "$v" = multigpu ] && command -v torchrun >/dev/null; then # a rank per GPU of the run (else one)
                     cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "${cmd[@]:1}")

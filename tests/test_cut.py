@@ -1,4 +1,4 @@
-"""The cut: each core file's part 1, its `Run:` statements removed, as `python cut.py FILE` writes it, is a file a
+"""The cut: each core file's part 1, its `Run:` statements removed, as `python tools/cut.py FILE` writes it, is a file a
 copier can take alone: formatted; ruff's pyflakes set finds nothing in it; every definition, every value `main`
 computes and every flag it accepts is used; it trains on a machine without CUDA with the default flags but for a
 short budget, and prints each finished episode's return as CleanRL's files do."""
@@ -33,7 +33,7 @@ def stripped(stem, tmp_path):
     """The stripped file, as the command writes it, under the script's own name (--exp-name's default reads it)."""
     path = tmp_path / f"{stem}.py"
     done = subprocess.run(
-        [sys.executable, ROOT / "cut.py", SCRIPTS / f"{stem}.py", "-o", path], capture_output=True, text=True
+        [sys.executable, ROOT / "tools" / "cut.py", SCRIPTS / f"{stem}.py", "-o", path], capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
     return path
@@ -133,7 +133,7 @@ def test_the_command_s_errors_are_one_line(tmp_path):
             f"cut.py: error: {SCRIPTS / 'ppo_continuous_action_ray_torchcompile.py'}: a variant file (its Runners: lines",
         ),
     ]:
-        done = subprocess.run([sys.executable, ROOT / "cut.py", *map(str, args)], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, ROOT / "tools" / "cut.py", *map(str, args)], capture_output=True, text=True)
         assert done.returncode == 2 and done.stderr.startswith(error) and done.stderr.count("\n") == 1, done.stderr
 
 

@@ -1,4 +1,4 @@
-"""doc/envpool_rate.py: envpool's own rate in each mode the GPU check times (sync, async batches, two pools in turn,
+"""tools/envpool_rate.py: envpool's own rate in each mode the GPU check times (sync, async batches, two pools in turn,
 with and without life-loss resets), a few batches each, and its one-line errors."""
 
 import json
@@ -8,7 +8,7 @@ import sys
 import pytest
 from helpers.scripts import ROOT
 
-RATE_PY = ROOT / "doc" / "envpool_rate.py"
+RATE_PY = ROOT / "tools" / "envpool_rate.py"
 
 
 def rate(*flags, tmp_path):

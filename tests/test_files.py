@@ -36,7 +36,7 @@ VARIANTS = {
 CORES = [p for p in STEMS if p not in VARIANTS]
 ATARI = [s for s in STEMS if s.startswith("ppo_atari")]  # envpool's envs; the others are gymnasium's
 GYM = [s for s in STEMS if s not in ATARI]
-# The definitions the scripts share are written into them from one text (doc/maintainers/shared.py, its SHARED and
+# The definitions the scripts share are written into them from one text (tools/shared.py, its SHARED and
 # HUNK_MARKERS); the infrastructure the appendix holds
 EVERY_FILE, SNAPSHOT, HUNK_MARKERS = shared.EVERY_FILE, shared.SNAPSHOT, shared.HUNK_MARKERS
 APPENDIX = [*EVERY_FILE, "silence_v4_notices", "bf16_matmuls"]
@@ -75,7 +75,7 @@ TEXTS = shared.read_text()
 
 @pytest.mark.parametrize("name,files", GROUPS, ids=[f"{n}-{f[0]}" for n, f in GROUPS])
 def test_a_shared_definition_is_one_text_in_every_file(name, files):
-    """Each copy is doc/maintainers/shared_text.py's text but for its file's marked hunks, the first file's exactly."""
+    """Each copy is tools/shared_text.py's text but for its file's marked hunks, the first file's exactly."""
     assert (name, files[0]) in TEXTS, f"shared_text.py has no {name}: {files[0]}"
     assert DEFS[files[0]][name] == TEXTS[name, files[0]], f"{files[0]}.py: {name} is not shared_text.py's"
     problem = drift(name, files, DEFS, TEXTS[name, files[0]])
@@ -288,12 +288,12 @@ def test_the_size_table_is_true():
 
 
 def test_the_marked_statements_of_main_are_the_ones_listed():
-    """doc/sizes.md lists the statements of each script's `main` that its stripped file goes without, as doc/sizes.py
+    """doc/sizes.md lists the statements of each script's `main` that its stripped file goes without, as tools/sizes.py
     finds them: a marked statement added, changed or removed shows there. Each listed line is a line of its script."""
-    sizes = load_tool(ROOT / "doc" / "sizes.py")
+    sizes = load_tool(ROOT / "tools" / "sizes.py")
     text = (ROOT / "doc" / "sizes.md").read_text()
     listed = sizes.between(text, "marked")[1]
-    assert listed == sizes.marked_lists(), "doc/sizes.md: the marked statements differ: python doc/sizes.py rewrites them"
+    assert listed == sizes.marked_lists(), "doc/sizes.md: the marked statements differ: python tools/sizes.py rewrites them"
     for stem in STEMS:
         lines = {line.strip() for line in (SCRIPTS / f"{stem}.py").read_text().splitlines()}
         statements = sizes.marked(stem)
@@ -302,7 +302,7 @@ def test_the_marked_statements_of_main_are_the_ones_listed():
 
 
 def test_the_writer_puts_one_edit_into_every_file_that_shares_the_text(tmp_path, monkeypatch):
-    """doc/maintainers/shared.py on a copy of the scripts: an edit of Snapshot's one text reaches every gymnasium file,
+    """tools/shared.py on a copy of the scripts: an edit of Snapshot's one text reaches every gymnasium file,
     the MuJoCo files' hunks kept around it, and no envpool file; the check then passes. An edit of the line a hunk
     replaces stops the write, naming the first file it does not fit, and nothing is written."""
     scripts, text = tmp_path / "scripts", tmp_path / "shared_text.py"
@@ -326,3 +326,34 @@ def test_the_writer_puts_one_edit_into_every_file_that_shares_the_text(tmp_path,
     with pytest.raises(SystemExit, match=r"ppo_continuous_action\.py: Snapshot: its marked hunk does not fit"):
         shared.write()
     assert {p.name: p.read_text() for p in scripts.glob("*.py")} == written
+
+
+def test_the_writer_refuses_a_copy_edited_by_hand(tmp_path, monkeypatch):
+    """A shared definition edited in a script, not in tools/shared_text.py, would be reverted by the next write: the
+    writer refuses it, naming the file, the line and the definition, and writes nothing; in the reference file (whose
+    copy the others are merged against) and in another file alike. An edit of the one text still writes."""
+    scripts, text = tmp_path / "scripts", tmp_path / "shared_text.py"
+    shutil.copytree(SCRIPTS, scripts)
+    text.write_text(shared.TEXT.read_text())
+    monkeypatch.setattr(shared, "SCRIPTS", scripts)
+    monkeypatch.setattr(shared, "TEXT", text)
+    docstring = (
+        '    """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""\n'
+    )
+    for stem in ("dqn", "sac_continuous_action"):  # dqn.py's copy is load_states' reference; SAC's is merged against it
+        path = scripts / f"{stem}.py"
+        source = path.read_text()
+        assert source.count(docstring) == 1
+        path.write_text(source.replace(docstring, '    """Edited by hand."""\n'))
+        written = {p.name: p.read_text() for p in scripts.glob("*.py")}
+        with pytest.raises(SystemExit) as stop:
+            shared.write()
+        line = 1 + written[path.name].splitlines().index('    """Edited by hand."""')
+        assert str(stop.value).startswith(f"shared.py: error: scripts/{stem}.py:{line}: load_states was edited by hand")
+        assert "tools/shared_text.py under '# === load_states: dqn'" in str(stop.value)
+        assert {p.name: p.read_text() for p in scripts.glob("*.py")} == written  # nothing written
+        path.write_text(source)
+    text.write_text(text.read_text().replace(docstring, '    """The parts as states() kept them, put back in place."""\n'))
+    shared.write()
+    assert all('"""The parts as states() kept them, put back in place."""' in p.read_text() for p in scripts.glob("*.py"))
+    assert shared.check() == []

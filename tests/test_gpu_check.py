@@ -1,4 +1,4 @@
-"""doc/maintainers/gpu_check.sh, the GPU check in two commands: its one-line errors; part 1's dry run with a time
+"""tools/gpu_check.sh, the GPU check in two commands: its one-line errors; part 1's dry run with a time
 budget that leaves only envpool's step (the steps that do not fit are skipped and say so, the exit status too, the one
 that fits writes its figures, and the folder, its summary, its machine record and its archive are there); a hanging
 run that costs only its own cap, and a run of ours cut mid-way whose archive comes back whole, without its checkpoint;
@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers.scripts import ROOT
 
-CHECK = ROOT / "doc" / "maintainers" / "gpu_check.sh"
+CHECK = ROOT / "tools" / "gpu_check.sh"
 
 
 def stand_in_deps(folder):
@@ -229,11 +229,11 @@ def failing_envpool(deps, code=""):
 
 
 def test_the_gap_runner_runs_the_fast_file_with_a_cached_env_step_and_tf32(tmp_path):
-    # the fast PPO Atari file, unchanged, through doc/maintainers/ppo_atari_gap.py: envpool's step answered from the
+    # the fast PPO Atari file, unchanged, through tools/ppo_atari_gap.py: envpool's step answered from the
     # first result (called once for real), float32 matrix products in TF32, its steps/s from its summary
     flags = ["--total-timesteps", 2048, "--num-envs", 4, "--num-steps", 128, "--measure-burnin", 1, "--output-dir", tmp_path]
     proc = subprocess.run(
-        [sys.executable, ROOT / "doc" / "maintainers" / "ppo_atari_gap.py", "--cached-env", "--tf32", "--", *map(str, flags)],
+        [sys.executable, ROOT / "tools" / "ppo_atari_gap.py", "--cached-env", "--tf32", "--", *map(str, flags)],
         capture_output=True,
         text=True,
         timeout=600,

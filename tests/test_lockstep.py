@@ -1,4 +1,4 @@
-"""doc/lockstep.py: its talk envs take the time they claim (a Wait env sleeps, a Busy env computes), their episodes end
+"""tools/lockstep.py: its talk envs take the time they claim (a Wait env sleeps, a Busy env computes), their episodes end
 at random with the claimed mean length, unevenly across envs and the same for a seed whatever the actions; the env
 runners of each env count, and the table and CSV it writes. No wall-clock upper bound: only lower bounds and CPU time."""
 
@@ -10,7 +10,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "doc"))  # as PYTHONPATH=doc: `lockstep:` ids
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))  # as PYTHONPATH=tools: `lockstep:` ids
 import lockstep  # noqa: E402
 
 
@@ -101,5 +101,5 @@ def test_table_and_csv(tmp_path):
         cells = list(csv.DictReader(f))
     assert [(c["env_id"], c["mode"], c["sps"], c["status"]) for c in cells][-1] == ("HalfCheetah-v4", "async", "", "failed")
     assert len(cells) == 5
-    # doc/tables.py writes the published table from the CSV: the same lines
+    # tools/tables.py writes the published table from the CSV: the same lines
     assert lockstep.table_lines(lockstep.read(tmp_path / "lockstep.csv")) == lines[2:]

@@ -1,4 +1,4 @@
-"""The peer runner (doc/leanrl.py) and its rows in run.sh's table. LeanRL itself is not run here (its own stack is a
+"""The peer runner (tools/leanrl.py) and its rows in run.sh's table. LeanRL itself is not run here (its own stack is a
 Python environment of its own, requirements/requirements-leanrl.txt): its adapters are checked one by one, and the
 runner end to end on a stand-in checkout whose files do what LeanRL's do (tyro's Args, gymnasium's SyncVectorEnv,
 wandb.log with its `speed` and `episode_return`), in this environment."""
@@ -15,7 +15,7 @@ import torch
 from helpers.run_sh import md_rows, read_results, run_sh
 from helpers.scripts import ROOT
 
-LEANRL_PY = ROOT / "doc" / "leanrl.py"
+LEANRL_PY = ROOT / "tools" / "leanrl.py"
 
 # A file shaped as LeanRL's off-policy files are: Args by tyro, one env stepped in a loop, wandb.log every 100 steps
 # after the burn-in with LeanRL's keys. --crash makes it fail as a file that cannot run here would.
@@ -200,7 +200,7 @@ def test_run_sh_puts_the_peer_s_rows_beside_ours(checkout, tmp_path):
     )
     assert {r["algorithm"] for r in runs} == {"sac_continuous_action"} and {r["status"] for r in runs} == {"finished"}
     commands = (out / "runs.tsv").read_text()
-    assert "python doc/leanrl.py --leanrl" in commands and "sac_continuous_action_torchcompile.py" in commands
+    assert "python tools/leanrl.py --leanrl" in commands and "sac_continuous_action_torchcompile.py" in commands
     rows = md_rows(out)
     assert {v for _, v in rows} == {"leanrl", "leanrl_fast", "leanrl_compile"}
     assert (out / "sps_sac_continuous_action.png").is_file()

@@ -21,7 +21,7 @@ from helpers.scripts import ROOT, SCRIPTS, load_script, load_tool
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-tables = load_tool(ROOT / "doc" / "tables.py")  # the README's tables' writer
+tables = load_tool(ROOT / "tools" / "tables.py")  # the README's tables' writer
 
 README = ROOT / "README.md"
 USAGE = ROOT / "doc" / "usage.md"
@@ -48,7 +48,7 @@ OTHER_TOOLS = {
     "--head",
     "--address",
     "--logdir",
-    "--results",  # doc/envpool_rate.py's
+    "--results",  # tools/envpool_rate.py's
 }
 RESULTS_LINK = re.compile(r"\]\((doc/results/[\w-]+/results\.md)\)")  # a link to a results page
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
@@ -112,12 +112,12 @@ def readme_speed_headers():
 
 def test_the_pages_tables_are_the_results_files_():
     """The README's tables (quick start, GPU, CPU, beside-LeanRL, learning), doc/tricks.md's timings and doc/usage.md's
-    checkpoint costs are as doc/tables.py writes them from the results files (each names the machine and the commit);
+    checkpoint costs are as tools/tables.py writes them from the results files (each names the machine and the commit);
     an edited cell is told apart."""
     for page in tables.PAGES:
         text = page.read_text()
         assert tables.written(text, page) == text, (
-            f"{page.name}'s tables differ from the results files': run python doc/tables.py"
+            f"{page.name}'s tables differ from the results files': run python tools/tables.py"
         )
     text = README.read_text()
     cell = "| 1,563 |"
@@ -128,8 +128,8 @@ def test_the_pages_tables_are_the_results_files_():
 
 
 def test_the_readme_s_cpu_command_is_the_one_timed():
-    """The quick start's timing (doc/micro.py's quickstart part) ran the command the README gives."""
-    micro = load_tool(ROOT / "doc" / "micro.py")
+    """The quick start's timing (tools/micro.py's quickstart part) ran the command the README gives."""
+    micro = load_tool(ROOT / "tools" / "micro.py")
     assert f"\npython {micro.QUICKSTART}\n" in README.read_text()
     with open(ROOT / "doc" / "results" / tables.MICRO / "quickstart.csv") as f:
         assert f"python {micro.QUICKSTART}" in f.read()
@@ -270,7 +270,7 @@ def test_the_constraints_pin_versions_the_requirements_admit(constraints, files)
         if name in pinned:
             assert requirement.specifier.contains(pinned[name], prereleases=True), (constraints, requirement, pinned[name])
     if constraints == "constraints-gpu.txt":
-        pack = re.search(r'OURS_WHEELS="(.*?)"', (ROOT / "doc" / "maintainers" / "gpu_check.sh").read_text(), re.S)[1]
+        pack = re.search(r'OURS_WHEELS="(.*?)"', (ROOT / "tools" / "gpu_check.sh").read_text(), re.S)[1]
         packed = {canonicalize_name(p.split("==")[0]): p.split("==")[1] for p in pack.split()}
         assert pinned == {**packed, "torch": "2.11.0", "numpy": "2.5.2"}, set(pinned.items()) ^ set(packed.items())
 
@@ -316,7 +316,7 @@ def test_an_algorithm_missing_from_the_cpu_table_is_said_to_be_missing():
 
 
 # The project's own modules: a script that imports one of them is no longer a file that stands alone
-PROJECT_MODULES = {*STEMS, "aggregate", "helpers", "tests", "doc", "scripts", "conftest"}
+PROJECT_MODULES = {*STEMS, "aggregate", "helpers", "tests", "tools", "scripts", "conftest"}
 
 
 def project_imports(source):

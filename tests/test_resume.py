@@ -317,10 +317,10 @@ def test_the_device_is_synchronized_before_saving(tmp_path, monkeypatch):
 
 
 def test_a_full_buffer_is_written_without_a_copy():
-    """doc/checkpoint_cost.py on SAC's default 1M-row buffer: 169 MB each, and the peak memory of the writes grows by
+    """tools/checkpoint_cost.py on SAC's default 1M-row buffer: 169 MB each, and the peak memory of the writes grows by
     far less than one copy of it."""
     root = pathlib.Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, root / "doc" / "checkpoint_cost.py"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, root / "tools" / "checkpoint_cost.py"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("sac_")]
     assert len(lines) == 2, proc.stdout

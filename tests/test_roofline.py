@@ -1,4 +1,4 @@
-"""doc/roofline.py: the FLOPs per env step it counts for TD3 equal a hand count of the networks' matmuls under
+"""tools/roofline.py: the FLOPs per env step it counts for TD3 equal a hand count of the networks' matmuls under
 CleanRL's schedule, the ops it times alone make those same FLOPs, the loops' schedules are CleanRL's, and its tables
 have their columns. No wall-clock bound: only counts, shapes, and fractions that must add up."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "doc"))
+sys.path.insert(0, str(ROOT / "tools"))
 import roofline  # noqa: E402
 
 ROOFLINE_COLUMNS = "| script | env | threads | MFLOP/step | attainable GFLOP/s | update-only steps/s | update-only GFLOP/s"
@@ -61,7 +61,7 @@ def test_hand_count_is_the_known_figure():
 
 def test_td3_quick_roofline(tmp_path):
     out = tmp_path / "roofline" / "roofline.md"
-    cmd = [sys.executable, str(ROOT / "doc" / "roofline.py"), "--quick", "--scripts", "td3_continuous_action"]
+    cmd = [sys.executable, str(ROOT / "tools" / "roofline.py"), "--quick", "--scripts", "td3_continuous_action"]
     proc = subprocess.run([*cmd, "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads(out.with_suffix(".json").read_text())

@@ -32,7 +32,7 @@ def without(tmp_path):
 
 
 def test_the_records_need_neither_pandas_nor_matplotlib(without, tmp_path):
-    aggregate = [sys.executable, str(ROOT / "aggregate.py")]
+    aggregate = [sys.executable, str(ROOT / "tools" / "aggregate.py")]
     bench = [*aggregate, "--record-bench", str(tmp_path), "--command=./run.sh --quick", "--quick", "--budget=dqn="]
     subprocess.run(bench, env=without, check=True, capture_output=True, text=True)
     subprocess.run([*aggregate, "--record-machine", str(tmp_path)], env=without, check=True, capture_output=True)

@@ -3,4 +3,4 @@ here as a module, for the tests that check its rules and the stripped files' siz
 
 from helpers.scripts import ROOT, load_tool
 
-cut = load_tool(ROOT / "cut.py")
+cut = load_tool(ROOT / "tools" / "cut.py")

@@ -14,7 +14,7 @@ RUN_SH = ROOT / "run.sh"
 
 def load_aggregate():
     """Import aggregate.py, run.sh's Python, from beside run.sh."""
-    spec = importlib.util.spec_from_file_location("aggregate", ROOT / "aggregate.py")
+    spec = importlib.util.spec_from_file_location("aggregate", ROOT / "tools" / "aggregate.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

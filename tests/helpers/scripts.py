@@ -41,7 +41,7 @@ def load_script(script):
 
 
 def load_tool(path):
-    """Import one of the project's tools (cut.py, doc/tables.py, doc/maintainers/shared.py: files, not a package)."""
+    """Import one of the project's tools (cut.py, tools/tables.py, tools/shared.py: files, not a package)."""
     spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -3,8 +3,8 @@ seed, 2 ranks x 4 envs (scripts/ppo_atari_multigpu_torchcompile.py, gloo, a torc
 (scripts/ppo_atari_torchcompile.py), one run after another; torchrun.csv gets a row per run (steps/s after the
 burn-in, the return), machine.json and machine.md the machine.
 
-    python doc/torchrun.py --out bench/torchrun          # 3 seeds: torchrun.csv, machine.json, machine.md
-    python doc/torchrun.py --out /tmp/torchrun --seeds 1 --total-timesteps 2048   # a smoke run
+    python tools/torchrun.py --out bench/torchrun          # 3 seeds: torchrun.csv, machine.json, machine.md
+    python tools/torchrun.py --out /tmp/torchrun --seeds 1 --total-timesteps 2048   # a smoke run
 
 Both run eager (no --compile), default hyperparameters, the same global batch (8 envs x 128 steps an iteration,
 4 minibatches of 256 rows; under torchrun 128 a rank, the gradients averaged in one all_reduce a minibatch) and the
@@ -64,7 +64,7 @@ def main():
         parser.error(f"--seeds: a comma-separated list of integers, not {args.seeds!r}")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]
+    record = [sys.executable, str(ROOT / "tools" / "aggregate.py"), "--record-machine", str(out)]
     subprocess.run(record, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     rows = []
     for seed in seeds:

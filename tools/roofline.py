@@ -21,8 +21,8 @@ reference, its baseline, on the machine this runs on:
   (policy; updates, target updates and GAE) and the metrics row (Run.row), from the end of the burn-in to the end
   of training. The rest is the loop's own Python: the replay buffer, copies, the progress bar.
 
-    python doc/roofline.py                       # every algorithm: bench/roofline/roofline.md, .json, .csv
-    python doc/roofline.py --quick --scripts td3_continuous_action --out /tmp/roofline/roofline.md   # a smoke run
+    python tools/roofline.py                       # every algorithm: bench/roofline/roofline.md, .json, .csv
+    python tools/roofline.py --quick --scripts td3_continuous_action --out /tmp/roofline/roofline.md   # a smoke run
 """
 
 import argparse
@@ -702,7 +702,7 @@ def main(argv=None):
     folder = out.parent
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     timing = Timing(op_s=0.01, period_s=0.05, repeats=2) if args.quick else Timing()
-    command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", "doc/roofline.py", *argv])
+    command = shlex.join(["python", *sys.argv]) if argv is None else shlex.join(["python", "tools/roofline.py", *argv])
     machine, rates, rows, details = machine_info(), Rates(timing), [], {}
     for algorithm in algorithms:
         flags = (QUICK_BUDGETS if args.quick else BUDGETS)[algorithm].split()

@@ -1,9 +1,9 @@
 """envpool's own rate: the Atari envs of the PPO Atari files stepped alone, with random actions, on this machine.
 
-    python doc/envpool_rate.py                                   # Breakout-v5, 8 envs, 3 repeats of 3,000 batches
-    python doc/envpool_rate.py --results bench/cpu/results.csv   # and each PPO Atari row as a fraction of it
-    python doc/envpool_rate.py --mode async --batch-size 4        # envpool's async mode: 8 envs, batches of 4
-    python doc/envpool_rate.py --mode pools                      # two pools of 4, each received and sent in turn
+    python tools/envpool_rate.py                                   # Breakout-v5, 8 envs, 3 repeats of 3,000 batches
+    python tools/envpool_rate.py --results bench/cpu/results.csv   # and each PPO Atari row as a fraction of it
+    python tools/envpool_rate.py --mode async --batch-size 4        # envpool's async mode: 8 envs, batches of 4
+    python tools/envpool_rate.py --mode pools                      # two pools of 4, each received and sent in turn
 
 The envs are made as the scripts make them (episodic life, reward clipping, envpool's defaults otherwise: 4 frames a
 step, 4 stacked 84x84 frames, NEXT_STEP autoreset) and stepped synchronously, as the training loop steps them. The

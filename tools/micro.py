@@ -1,9 +1,9 @@
 """The fast files' speed choices timed one at a time on this machine's CPU: each row runs the scripts' own function two
 ways on the same inputs, in interleaved blocks, and gives the median time of a call (doc/tricks.md's tables are
-written from its micro.csv by doc/tables.py).
+written from its micro.csv by tools/tables.py).
 
-    python doc/micro.py --out doc/results/cpu-2core-micro       # micro.csv, machine.json, machine.md
-    python doc/micro.py --out /tmp/micro --only gae,adam        # some parts: gae, adam, layout, malloc, compile, bf16
+    python tools/micro.py --out doc/results/cpu-2core-micro       # micro.csv, machine.json, machine.md
+    python tools/micro.py --out /tmp/micro --only gae,adam        # some parts: gae, adam, layout, malloc, compile, bf16
 
 - gae: CleanRL's GAE loop over time (the baselines' compute_gae) against the fast files' loop-free compute_gae, at PPO
   continuous's rollout (2048 steps x 1 env) and PPO Atari's (128 x 8); the largest difference of their advantages.
@@ -297,7 +297,7 @@ def main():
     if set(parts) != set(PARTS) and (out / "micro.csv").exists():
         parser.error(f"--only: {out} already holds micro.csv; time some parts into another folder")
     out.mkdir(parents=True, exist_ok=True)
-    record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]
+    record = [sys.executable, str(ROOT / "tools" / "aggregate.py"), "--record-machine", str(out)]
     subprocess.run(record, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     load_script("ppo_atari_torchcompile").malloc_keep_heap()  # as the fast PPO Atari file runs on a CPU (but in malloc's rows)
     make = dict(gae=gae, adam=adam_part, layout=layout, malloc=malloc, compile=compile_part, bf16=bf16)

@@ -3,10 +3,10 @@
 # part 1, PPO Atari beside LeanRL's PyTorch and JAX files and envpool's own rate; part 2, every gpu test, where our
 # PPO Atari loop spends its time, then the other algorithms beside LeanRL's while time remains.
 #
-#   doc/maintainers/gpu_check.sh pack --leanrl DIR       on a machine with network, before: fills .gpu-deps/
-#   doc/maintainers/gpu_check.sh 1 DIR [options]         PPO Atari (ours, LeanRL's torch and JAX files, 2 seeds) and
+#   tools/gpu_check.sh pack --leanrl DIR       on a machine with network, before: fills .gpu-deps/
+#   tools/gpu_check.sh 1 DIR [options]         PPO Atari (ours, LeanRL's torch and JAX files, 2 seeds) and
 #                                                        envpool's rate (300 s)
-#   doc/maintainers/gpu_check.sh 2 DIR [options]         the gpu tests, the gap runs, then the other algorithms (400 s)
+#   tools/gpu_check.sh 2 DIR [options]         the gpu tests, the gap runs, then the other algorithms (400 s)
 #
 # Options of 1 and 2:
 #   --budget-s S      the command's own time in seconds, its setup (unpacking, the version record) included (part 1:
@@ -40,10 +40,10 @@
 # need that the GPU machine's image lacks, cp312 wheels unpacked and trimmed; wheels.txt lists them), leanrl/
 # (tensordict 0.13.0's wheel, put ahead of ours on the PYTHONPATH of LeanRL's PPO Atari files, and site-2024.tar.xz,
 # LeanRL's numpy 1.26, gymnasium 0.29 and torchrl 0.13 ahead of that for its other files) and LeanRL/ (a checkout of
-# LeanRL at 8dbb633, whose leanrl/ files run unchanged through doc/leanrl.py).
+# LeanRL at 8dbb633, whose leanrl/ files run unchanged through tools/leanrl.py).
 set -uo pipefail
 CALLER=$PWD # DIR, --archive and --leanrl are read from here
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 DEPS=${GPU_CHECK_DEPS:-$ROOT/.gpu-deps} # (another folder: for the tests)
@@ -346,9 +346,9 @@ envpool_rate() { # envpool alone, the same 8 Breakout envs: synchronous (each PP
     mkdir -p "$DIR/envpool"
     [ -f "$O/results.csv" ] && results=(--results "$O/results.csv")
     # shellcheck disable=SC2086
-    "$T/bin/python-ours" doc/envpool_rate.py $RATE "${results[@]}" --out "$DIR/envpool/rate.json" || rc=1
+    "$T/bin/python-ours" tools/envpool_rate.py $RATE "${results[@]}" --out "$DIR/envpool/rate.json" || rc=1
     # shellcheck disable=SC2086
-    "$T/bin/python-ours" doc/envpool_rate.py --threads 8 $RATE --out "$DIR/envpool/rate-threads-8.json" || rc=1
+    "$T/bin/python-ours" tools/envpool_rate.py --threads 8 $RATE --out "$DIR/envpool/rate-threads-8.json" || rc=1
     return $rc
 }
 envpool_extras() { # envpool's other modes: for what a loop that overlaps env steps with the policy could reach
@@ -356,7 +356,7 @@ envpool_extras() { # envpool's other modes: for what a loop that overlaps env st
     mkdir -p "$DIR/envpool"
     for m in "--threads 8 --no-episodic-life" "--mode async --batch-size 4" "--mode pools" "--mode async --num-envs 16 --batch-size 8"; do
         # shellcheck disable=SC2086
-        "$T/bin/python-ours" doc/envpool_rate.py $m $RATE --out "$DIR/envpool/rate$(echo $m | tr -c 'a-z0-9\n' - | tr -s -).json" || rc=1
+        "$T/bin/python-ours" tools/envpool_rate.py $m $RATE --out "$DIR/envpool/rate$(echo $m | tr -c 'a-z0-9\n' - | tr -s -).json" || rc=1
     done
     return $rc
 }
@@ -406,7 +406,7 @@ else
         local flags rc=0
         for flags in --cached-env --tf32; do
             # shellcheck disable=SC2086
-            "$T/bin/python-ours" doc/maintainers/ppo_atari_gap.py $flags -- --compile --cudagraphs $GAP --output-dir "$DIR/gap" || rc=1
+            "$T/bin/python-ours" tools/ppo_atari_gap.py $flags -- --compile --cudagraphs $GAP --output-dir "$DIR/gap" || rc=1
         done
         return $rc
     }

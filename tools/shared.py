@@ -1,7 +1,7 @@
-"""The definitions the scripts share, written into them from one text: doc/maintainers/shared_text.py.
+"""The definitions the scripts share, written into them from one text: tools/shared_text.py.
 
-    python doc/maintainers/shared.py            # after an edit of shared_text.py: writes it into every file that shares it
-    python doc/maintainers/shared.py --check    # each file's copy is the one text, but for its marked hunks
+    python tools/shared.py            # after an edit of shared_text.py: writes it into every file that shares it
+    python tools/shared.py --check    # each file's copy is the one text, but for its marked hunks
 
 Each script stands alone (nothing imports shared_text.py at run time), so a definition that several files share (the
 whole shared appendix, the env snapshots, `evaluate`, `compiled`, ...) is a copy in each: SHARED says which files
@@ -11,17 +11,23 @@ hunk of the one text, each of its runs of lines carrying the file's marker (HUNK
 `Runners:`, `DDP:`). Writing merges each file's hunks into the new text (git merge-file, the file's copy against the
 text it was made from, the reference file's copy); a hunk that no longer fits stops the write with one line naming the
 file and the definition, and nothing is written. --check is what tests/test_files.py runs.
+
+An edit made in a script by hand, not in shared_text.py, would be lost to the next write, so the writer refuses it:
+each header line records the hash of the text it last wrote (`# === NAME: STEM  written: HASH`), and a reference copy
+that is neither that text nor the new one, or another file's copy that differs from it outside its marked hunks, stops
+the write with one line naming the file, the line and how to move the edit into shared_text.py; nothing is written.
 """
 
 import argparse
 import ast
 import difflib
+import hashlib
 import pathlib
 import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 TEXT = pathlib.Path(__file__).with_name("shared_text.py")
 
@@ -94,20 +100,54 @@ def groups(defs):
     return found
 
 
-def read_text():
-    """{(name, reference stem): text} of shared_text.py, in its order."""
-    texts, key, lines = {}, None, []
+def read_text(with_hashes=False):
+    """{(name, reference stem): text} of shared_text.py, in its order; with_hashes: also {(name, stem): the hash of the
+    text last written into the scripts} (None where none is recorded)."""
+    texts, hashes, key, lines = {}, {}, None, []
     for line in TEXT.read_text().splitlines(keepends=True):
         if line.startswith("# === "):
             if key:
                 texts[key] = "".join(lines).rstrip("\n") + "\n"
-            name, stem = line[len("# === ") :].strip().split(": ")
+            head, _, written = line[len("# === ") :].strip().partition("  written: ")
+            name, stem = head.split(": ")
             key, lines = (name, stem), []
+            hashes[key] = written or None
         elif key:
             lines.append(line)
     if key:
         texts[key] = "".join(lines).rstrip("\n") + "\n"
-    return texts
+    return (texts, hashes) if with_hashes else texts
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def hand_edits(groups_, defs, sources, texts, hashes):
+    """One line for the first copy edited by hand: a reference copy that is neither the text last written (its hash) nor
+    the new text, or another copy that differs from the reference copy outside its file's marked hunks."""
+    for name, files in groups_:
+        reference, new = files[0], texts[name, files[0]]
+        for stem in files:
+            copy, base = defs[stem][name], defs[reference][name]
+            if stem == reference:
+                edited = copy != new and hashes.get((name, reference)) not in (None, digest(copy))
+                against = new if edited else None
+            else:
+                edited = copy != base and not (HUNK_MARKERS[stem] and not unmarked_hunks(base, copy, HUNK_MARKERS[stem]))
+                against = base
+            if edited:
+                first = spans(sources[stem])[name][0]
+                old, ours = against.splitlines(), copy.splitlines()
+                ops = difflib.SequenceMatcher(None, old, ours, autojunk=False).get_opcodes()
+                offset = next(j1 for op, _, _, j1, _ in ops if op != "equal")
+                where = f"scripts/{stem}.py:{first + min(offset, len(ours) - 1)}"
+                return (
+                    f"{where}: {name} was edited by hand (it is not the text tools/shared_text.py last wrote there); "
+                    f"move the edit into tools/shared_text.py under '# === {name}: {reference}' (or drop it: git checkout "
+                    f"scripts/{stem}.py), then write again; nothing written"
+                )
+    return None
 
 
 def unmarked_hunks(text, copy, markers):
@@ -159,7 +199,7 @@ def check(defs=None):
             problems.append(f"shared_text.py has no {name}: {reference}")
             continue
         if defs[reference][name] != texts[name, reference]:  # the file the text is read from, exactly
-            problems.append(f"{reference}.py: {name} is not shared_text.py's (run doc/maintainers/shared.py)")
+            problems.append(f"{reference}.py: {name} is not shared_text.py's (run tools/shared.py)")
             continue
         found = drift(name, files, defs, texts[name, reference])
         if found:
@@ -183,11 +223,15 @@ def write():
     """shared_text.py into every file that shares each text; nothing written where a hunk does not fit."""
     sources = {stem: (SCRIPTS / f"{stem}.py").read_text() for stem in STEMS}
     defs = {stem: definitions(source) for stem, source in sources.items()}
-    texts = read_text()
+    texts, hashes = read_text(with_hashes=True)
     new_defs = {stem: {} for stem in STEMS}
+    missing = [(name, files[0]) for name, files in groups(defs) if (name, files[0]) not in texts]
+    if missing:
+        sys.exit(f"shared.py: error: shared_text.py has no {missing[0][0]}: {missing[0][1]}")
+    edited = hand_edits(groups(defs), defs, sources, texts, hashes)
+    if edited:
+        sys.exit(f"shared.py: error: {edited}")
     for name, files in groups(defs):
-        if (name, files[0]) not in texts:
-            sys.exit(f"shared.py: error: shared_text.py has no {name}: {files[0]}")
         base, new = defs[files[0]][name], texts[name, files[0]]
         for stem in files:
             merged = merge(defs[stem][name], base, new)
@@ -204,6 +248,13 @@ def write():
         if text != source:
             (SCRIPTS / f"{stem}.py").write_text(text)
             changed.append(stem)
+    # each header records the hash of the text now written, for the next write's check of hand edits
+    master = TEXT.read_text().splitlines()
+    for i, line in enumerate(master):
+        if line.startswith("# === "):
+            head = line.partition("  written: ")[0]
+            master[i] = f"{head}  written: {digest(texts[tuple(head[len('# === ') :].split(': '))])}"
+    TEXT.write_text("\n".join(master) + "\n")
     print(f"shared.py: {len(changed)} files written" + (f": {', '.join(changed)}" if changed else ""))
 
 

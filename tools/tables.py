@@ -2,8 +2,8 @@
 written from the results files they come from (doc/results/<machine>/results.csv, micro.csv, checkpoint_cost.csv and
 machine.json), between the pages' `<!-- table: NAME -->` and `<!-- /table -->` lines.
 
-    python doc/tables.py            # rewrites them
-    python doc/tables.py --check    # says whether the pages hold them as the results files give them
+    python tools/tables.py            # rewrites them
+    python tools/tables.py --check    # says whether the pages hold them as the results files give them
 
 Each table names the machine and the commit of the scripts that made its figures. A figure is a median over the seeds
 that finished (steps/s after the burn-in); a ratio is of unrounded medians; a range is the seeds' lowest to highest.
@@ -25,10 +25,10 @@ README = ROOT / "README.md"
 TRICKS = ROOT / "doc" / "tricks.md"
 USAGE = ROOT / "doc" / "usage.md"
 TESTING = ROOT / "doc" / "testing.md"
-MICRO = "cpu-2core-micro"  # the folder of doc/micro.py's timings
-LOCKSTEP = "cpu-2core-lockstep"  # the folder of doc/lockstep.py's runs
-TORCHRUN = "cpu-2core-torchrun"  # the folder of doc/torchrun.py's runs
-SUITE = "cpu-2core-suite"  # the folder of doc/suite.py's timings of the tests
+MICRO = "cpu-2core-micro"  # the folder of tools/micro.py's timings
+LOCKSTEP = "cpu-2core-lockstep"  # the folder of tools/lockstep.py's runs
+TORCHRUN = "cpu-2core-torchrun"  # the folder of tools/torchrun.py's runs
+SUITE = "cpu-2core-suite"  # the folder of tools/suite.py's timings of the tests
 FRESH_INSTALLS = ["cpu-2core-python311", "cpu-2core-python312"]  # a fresh clone's CPU install, quick start, quick tier
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
@@ -220,11 +220,11 @@ def cpu_words(info):
 
 
 def micro_table(part):
-    """One part of doc/micro.py's timings: each variant's median time of a call, its blocks' range, and its ratio to
+    """One part of tools/micro.py's timings: each variant's median time of a call, its blocks' range, and its ratio to
     the fast file's choice (the variant named "fast"), under a line naming the machine and the commit."""
     rows = [r for r in read_csv(RESULTS / MICRO / "micro.csv") if r["part"] == part]
     info = machine(MICRO)
-    where = f"Timed by `python doc/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
+    where = f"Timed by `python tools/micro.py` on a {cpu_words(info)}, torch {info['torch']}, commit {commit(info)}"
     if not rows:  # (bf16 on a CPU without native bf16 matmuls)
         return [f"{where}: not timed on this CPU."]
     if part == "malloc":
@@ -247,11 +247,11 @@ def micro_table(part):
 
 
 def checkpoint_table():
-    """doc/checkpoint_cost.py's figures: SAC's checkpoint with a full default replay buffer, in both SAC files."""
+    """tools/checkpoint_cost.py's figures: SAC's checkpoint with a full default replay buffer, in both SAC files."""
     rows = read_csv(RESULTS / MICRO / "checkpoint_cost.csv")
     info = machine(MICRO)
     lines = [
-        f"Timed by `python doc/checkpoint_cost.py` on a {cpu_words(info)}, commit {commit(info)}"
+        f"Timed by `python tools/checkpoint_cost.py` on a {cpu_words(info)}, commit {commit(info)}"
         f" ([checkpoint_cost.csv](results/{MICRO}/checkpoint_cost.csv)): {int(rows[0]['buffer_rows']):,} transitions of"
         f" {rows[0]['env_id']}, three writes.",
         "",
@@ -324,22 +324,22 @@ def learning_runs_table():
 
 
 def lockstep_table():
-    """doc/lockstep.py's table (a line per env and env count), from its lockstep.csv, under the machine and commit."""
-    lockstep = load_tool(ROOT / "doc" / "lockstep.py")
+    """tools/lockstep.py's table (a line per env and env count), from its lockstep.csv, under the machine and commit."""
+    lockstep = load_tool(ROOT / "tools" / "lockstep.py")
     rows = lockstep.read(RESULTS / LOCKSTEP / "lockstep.csv")
     info = machine(LOCKSTEP)
-    head = f"Run by `python doc/lockstep.py` on a {cpu_words(info)}, commit {commit(info)} ([lockstep.csv](lockstep.csv)):"
+    head = f"Run by `python tools/lockstep.py` on a {cpu_words(info)}, commit {commit(info)} ([lockstep.csv](lockstep.csv)):"
     return [head + " one run per cell, one after another.", ""] + lockstep.table_lines(rows)
 
 
 def torchrun_table():
-    """doc/torchrun.py's runs: each way's steps/s per seed, their median and the returns, under the machine and commit."""
+    """tools/torchrun.py's runs: each way's steps/s per seed, their median and the returns, under the machine and commit."""
     rows = read_csv(RESULTS / TORCHRUN / "torchrun.csv")
     info = machine(TORCHRUN)
     seeds = list(dict.fromkeys(r["seed"] for r in rows))
     steps = int(rows[0]["total_timesteps"])
     lines = [
-        f"Run by `python doc/torchrun.py` on a {cpu_words(info)}, commit {commit(info)} ([torchrun.csv](torchrun.csv)).",
+        f"Run by `python tools/torchrun.py` on a {cpu_words(info)}, commit {commit(info)} ([torchrun.csv](torchrun.csv)).",
         "",
         "| | " + " | ".join(f"seed {s}" for s in seeds) + f" | median steps/s | returns after {steps:,} steps |",
         "| --- " * (len(seeds) + 3) + "|",
@@ -359,7 +359,7 @@ def torchrun_table():
 
 
 def suite_line():
-    """doc/suite.py's timings of the two tiers: counts, wall time, commit, machine."""
+    """tools/suite.py's timings of the two tiers: counts, wall time, commit, machine."""
     rows = read_csv(RESULTS / SUITE / "suite.csv")
     info = machine(SUITE)
     lines = [
@@ -378,7 +378,7 @@ def suite_line():
             r["git_commit"][:7],
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    where = f"Timed by `python doc/suite.py` on a {cpu_words(info)} ([suite.csv](results/{SUITE}/suite.csv)):"
+    where = f"Timed by `python tools/suite.py` on a {cpu_words(info)} ([suite.csv](results/{SUITE}/suite.csv)):"
     return [where, ""] + lines
 
 
@@ -401,8 +401,8 @@ def roofline_compile_table(folder="cpu-2core"):
 
 
 def fresh_install_table():
-    """A fresh clone's CPU install on each Python: the README's CPU command (doc/micro.py's quickstart part) and the
-    quick tier (doc/suite.py), with the Python, torch and commit each machine record names."""
+    """A fresh clone's CPU install on each Python: the README's CPU command (tools/micro.py's quickstart part) and the
+    quick tier (tools/suite.py), with the Python, torch and commit each machine record names."""
     lines = [
         '| Python | torch | commit | the README\'s CPU command | `python -m pytest -m "not slow"` | machine |',
         "| --- | --- | --- | --- | --- | --- |",
@@ -428,7 +428,7 @@ def fresh_install_table():
 
 
 def quickstart_line():
-    """The README's CPU command as doc/micro.py timed it: from start to exit, its steps/s and return."""
+    """The README's CPU command as tools/micro.py timed it: from start to exit, its steps/s and return."""
     row = read_csv(RESULTS / MICRO / "quickstart.csv")[0]
     info = machine(MICRO)
     return [

@@ -6,7 +6,7 @@ in a Python environment of their own, with LeanRL's libraries (requirements/requ
     python3.11 -m venv .venv-leanrl
     .venv-leanrl/bin/pip install torch==2.13.0 -r requirements/requirements-leanrl.txt
     git clone https://github.com/pytorch-labs/LeanRL ../LeanRL && git -C ../LeanRL checkout 8dbb633
-    .venv-leanrl/bin/python doc/leanrl.py --leanrl ../LeanRL sac_continuous_action_torchcompile.py --output-dir runs \\
+    .venv-leanrl/bin/python tools/leanrl.py --leanrl ../LeanRL sac_continuous_action_torchcompile.py --output-dir runs \\
         --seed 1 --total-timesteps 8000 --measure-burnin 50 --compile
 
 or through run.sh, beside our variants (the peer's variants: leanrl, leanrl_fast, leanrl_compile,

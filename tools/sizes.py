@@ -2,8 +2,8 @@
 its counterparts in CleanRL and LeanRL, whole and less their logging; then the statements of each script's `main` that
 the stripped file goes without (marked `Run:`).
 
-    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL           # rewrites both in doc/sizes.md
-    python doc/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL --check   # says whether they are the ones there
+    python tools/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL           # rewrites both in doc/sizes.md
+    python tools/sizes.py --cleanrl ../cleanrl --leanrl ../LeanRL --check   # says whether they are the ones there
 
 Every length is in lines as ruff formats the file at CleanRL's 127 columns. An anchor "less its logging" is its file
 with what only logs taken out, by one rule for all: the statements that call the logger (`writer.`, `wandb.`, `print`,
@@ -149,7 +149,7 @@ def without_logging(source):
 
 
 def table(cleanrl, leanrl):
-    rows = ["| file | lines | part 1 (the algorithm) | stripped (`cut.py`) | CleanRL, whole / less logging "]
+    rows = ["| file | lines | part 1 (the algorithm) | stripped (`tools/cut.py`) | CleanRL, whole / less logging "]
     rows[0] += "| LeanRL, whole / less logging |"
     rows.append("| --- | --- | --- | --- | --- | --- |")
     for stem, anchors in ANCHORS.items():

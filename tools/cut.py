@@ -1,7 +1,7 @@
 """The file a copier takes: a script's part 1, without what runs the run, formatted.
 
-    python cut.py scripts/sac_continuous_action_torchcompile.py -o sac.py
-    python cut.py scripts/dqn.py > dqn.py
+    python tools/cut.py scripts/sac_continuous_action_torchcompile.py -o sac.py
+    python tools/cut.py scripts/dqn.py > dqn.py
 
 Each script cuts in two: part 1, the algorithm, then an appendix (from the line that opens with `# Appendix`) with
 what runs the run: flag checks, the run folder and its metrics, checkpoints, evaluation, saved models. The stripped
@@ -141,8 +141,8 @@ def strip(source):
 
 
 def ruff_format(text, name):
-    """`text` as ruff formats it at the scripts' settings (line length 127, Python 3.10 on)."""
-    cmd = [sys.executable, "-m", "ruff", "format", "--isolated", "--line-length", "127", "--target-version", "py310"]
+    """`text` as ruff formats it at the scripts' settings (line length 127, Python 3.11 on)."""
+    cmd = [sys.executable, "-m", "ruff", "format", "--isolated", "--line-length", "127", "--target-version", "py311"]
     try:
         done = subprocess.run(cmd + ["--stdin-filename", name, "-"], input=text, capture_output=True, text=True)
     except OSError as e:

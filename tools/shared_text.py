@@ -1,14 +1,15 @@
-"""The one text of each definition the scripts share, written into them by doc/maintainers/shared.py (its
-docstring says how). Edit a text here, then run `python doc/maintainers/shared.py`; never import this file: the
-scripts stand alone. Each text follows a line `# === NAME: STEM`, STEM the file whose copy it is exactly."""
+"""The one text of each definition the scripts share, written into them by tools/shared.py (its
+docstring says how). Edit a text here, then run `python tools/shared.py`; never import this file: the
+scripts stand alone. Each text follows a line `# === NAME: STEM`, STEM the file whose copy it is exactly (and the hash
+of the text last written, which the writer keeps: an edit of a copy by hand is refused, not lost)."""
 
-# === __main__: dqn
+# === __main__: dqn  written: e7e495866b118a5d
 if __name__ == "__main__":
     state = main(tyro.cli(Args))
     sys.exit({"interrupted": 130, "terminated": 143, "diverged": 1, "failed": 1}.get(state["status"], 0))
 
 
-# === start_run: dqn
+# === start_run: dqn  written: 31a10f57c17cd88f
 def start_run(args, run_dir, columns):
     """Before any work, the flags checked and --resume's checkpoint read; then the run folder, with these metrics."""
     model = check_args(args)
@@ -16,14 +17,14 @@ def start_run(args, run_dir, columns):
     return Run(args, saved, model).open(run_dir, columns.split())
 
 
-# === check: dqn
+# === check: dqn  written: b9485f484b12ec13
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)
     for name in names.split():
         if getattr(args, name) is not None and not ok(getattr(args, name)):  # None: left out
             sys.exit(f"error: --{name.replace('_', '-')}: must be {allowed}, got {getattr(args, name)}")
 
 
-# === check_run_flags: dqn
+# === check_run_flags: dqn  written: 41302c52f8ae50ce
 def check_run_flags(args, agent):
     """What every file checks after its own flags: --resume or --eval-model (whose file is read once, here), CUDA."""
     if args.resume and args.eval_model:
@@ -44,7 +45,7 @@ def check_run_flags(args, agent):
     return model
 
 
-# === resume: dqn
+# === resume: dqn  written: 05d537d891c58be9
 def resume(args):
     """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
     saved = load_checkpoint(args)
@@ -55,7 +56,7 @@ def resume(args):
     return saved
 
 
-# === load_checkpoint: dqn
+# === load_checkpoint: dqn  written: d60528e8c6775ae1
 def load_checkpoint(args):
     """--resume: the folder's checkpoint.pt, of this script with these flags (but RESUMABLE's), or one line saying why."""
     try:
@@ -76,21 +77,21 @@ def load_checkpoint(args):
     return saved
 
 
-# === RESUMABLE: dqn
+# === RESUMABLE: dqn  written: 8168c6ba5a150ed4
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-# === CHECKPOINT_VERSION: dqn
+# === CHECKPOINT_VERSION: dqn  written: 8e3d338cb9df6a5d
 CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
 
 
-# === NUMPY: dqn
+# === NUMPY: dqn  written: 04055af47f13b735
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
-# === Run: dqn
+# === Run: dqn  written: fa2f6d79861ebde6
 class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
@@ -291,13 +292,13 @@ class Run:
         return self.status
 
 
-# === states: dqn
+# === states: dqn  written: 7b7b47ceb66685c7
 def states(parts):
     """What a checkpoint keeps of each learned part: a tensor, or the state_dict of a network, optimizer or buffer."""
     return {name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict() for name, part in parts.items()}
 
 
-# === load_states: dqn
+# === load_states: dqn  written: 8e03be3b9153f3cc
 def load_states(parts, kept):
     """The parts as states() kept them, put back in place: compiled and captured functions read these tensors."""
     for name, part in parts.items():
@@ -313,14 +314,14 @@ def load_states(parts, kept):
                 group["lr"] = lr.fill_(float(group["lr"]))
 
 
-# === random_streams: dqn
+# === random_streams: dqn  written: 080c1b27fdf06d31
 def random_streams():
     """Python's, numpy's and torch's random streams (every GPU's too)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     return dict(python=random.getstate(), numpy=np.random.get_state(legacy=False), torch=torch.get_rng_state(), cuda=cuda)
 
 
-# === set_random_streams: dqn
+# === set_random_streams: dqn  written: 9935daaab6173e81
 def set_random_streams(streams):
     random.setstate(streams["python"])
     np.random.set_state(streams["numpy"])
@@ -329,7 +330,7 @@ def set_random_streams(streams):
         torch.cuda.set_rng_state_all(streams["cuda"])
 
 
-# === silence_v4_notices: ppo_continuous_action
+# === silence_v4_notices: ppo_continuous_action  written: 5ebf5598f131eb68
 def silence_v4_notices():
     """CleanRL's -v4 MuJoCo tasks are kept (its returns compare); silenced, and only these: gymnasium's advice to move
     to -v5, and MuJoCo's note on the v4 models' deprecated 'settotalmass' (printed, and logged to ./MUJOCO_LOG.TXT)."""
@@ -342,7 +343,7 @@ def silence_v4_notices():
     mujoco.set_mju_user_warning(mujoco_warning)
 
 
-# === bf16_matmuls: sac_continuous_action_torchcompile
+# === bf16_matmuls: sac_continuous_action_torchcompile  written: 2758acafad58bcb9
 def bf16_matmuls(cuda):
     """Whether the device multiplies bf16 matrices natively (a device without it would emulate them, slower than fp32;
     torch.cuda counts emulation as support unless told not to)."""
@@ -351,7 +352,7 @@ def bf16_matmuls(cuda):
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
-# === explained_variance: ppo_atari_multigpu_torchcompile
+# === explained_variance: ppo_atari_multigpu_torchcompile  written: 3776d62b48284fa9
 def explained_variance(values, returns, w):
     """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
     (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
@@ -364,7 +365,7 @@ def explained_variance(values, returns, w):
     return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
-# === envs_ignore_signals: dqn
+# === envs_ignore_signals: dqn  written: b18c4358834d586e
 @contextlib.contextmanager
 def envs_ignore_signals():
     """Envs made inside (--async-envs workers too) leave Ctrl-C, SIGTERM and SIGUSR1 to this process, which saves them."""
@@ -376,7 +377,7 @@ def envs_ignore_signals():
             signal.signal(signum, handler)
 
 
-# === Snapshot: dqn
+# === Snapshot: dqn  written: 6b6bdf5b454df8ae
 class Snapshot(gym.Wrapper):
     """Checkpoints: the env's whole state, kept and put back through the vector env's get_attr / set_attr("snapshot"),
     here or in an --async-envs worker: every layer's counters, statistics and random streams."""
@@ -397,7 +398,7 @@ class Snapshot(gym.Wrapper):
             env = getattr(env, "env", None)
 
 
-# === layer_state: dqn
+# === layer_state: dqn  written: c7e3b8152c3dad93
 def layer_state(layer):
     """What a wrapper or an env keeps between steps: numbers, arrays, random streams, running statistics, queues."""
     state = {}
@@ -415,7 +416,7 @@ def layer_state(layer):
     return state
 
 
-# === set_layer_state: dqn
+# === set_layer_state: dqn  written: 7b1a67815af90fc0
 def set_layer_state(layer, state):
     for name, value in state.items():
         if isinstance(value, dict) and "generator" in value:  # a numpy random stream
@@ -431,7 +432,7 @@ def set_layer_state(layer, state):
         setattr(layer, name, value)
 
 
-# === env_state: dqn
+# === env_state: dqn  written: 80ccfd34537d30e8
 def env_state(envs):
     """The vector env's wrappers, each env (get_attr reaches the workers too), the action space's random stream."""
     layers, env = [], envs
@@ -442,7 +443,7 @@ def env_state(envs):
     return dict(layers=layers, envs=list(env.get_attr("snapshot")), action_space=action_space)
 
 
-# === set_env_state: dqn
+# === set_env_state: dqn  written: 85367f8bdffd8aa6
 def set_env_state(envs, state):
     """Put the state back on envs made and reset as the run made them."""
     env = envs
@@ -453,24 +454,24 @@ def set_env_state(envs, state):
     env.set_attr("snapshot", state["envs"])
 
 
-# === env_physics: ppo_continuous_action
+# === env_physics: ppo_continuous_action  written: dd27a461a7f5b606
 def env_physics(env):  # a MuJoCo env's (model, data), None for another env
     return (env.model, env.data) if isinstance(getattr(env, "data", None), mujoco.MjData) else None
 
 
-# === env_state: ppo_atari
+# === env_state: ppo_atari  written: c474aa7f8cdc3a06
 def env_state(envs):
     """envpool's envs cannot be saved: a checkpoint holds none of their state."""
     return None
 
 
-# === set_env_state: ppo_atari
+# === set_env_state: ppo_atari  written: 5a431126a2ea08ee
 def set_env_state(envs, state):
     """A resumed run's envpool envs start new episodes (the rest of the run goes on exactly)."""
     print("warning: --resume: envpool's envs cannot be saved: they start new episodes", file=sys.stderr)
 
 
-# === evaluate: dqn
+# === evaluate: dqn  written: 6f5da99a90181941
 def evaluate(args, act, video_dir):
     """Plays --eval-episodes episodes of `act` (numpy observations -> actions) on one env seeded apart; their returns."""
     env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
@@ -486,7 +487,7 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-# === evaluate: ppo_atari
+# === evaluate: ppo_atari  written: 6cc312c63dc0a83e
 def evaluate(args, act, video_dir=None):  # envpool renders no video
     """--eval-episodes full games of `act` (observations -> actions, numpy) on one env made as training's, seeded apart;
     their full-game scores, as in training (EpisodeTracker)."""
@@ -506,7 +507,7 @@ def evaluate(args, act, video_dir=None):  # envpool renders no video
     return returns
 
 
-# === evaluate: ppo_continuous_action
+# === evaluate: ppo_continuous_action  written: 3f5bec25f4ea5aaf
 def evaluate(args, act, video_dir):
     """--eval-episodes episodes of `act` (observations -> actions, numpy) on one env seeded apart from training, with
     training's wrappers but for the normalizations: `act` normalizes as training did; the returns are the raw rewards."""
@@ -525,11 +526,11 @@ def evaluate(args, act, video_dir):
     return [float(r) for r in env.return_queue]
 
 
-# === GRAPH_MODES: dqn_torchcompile
+# === GRAPH_MODES: dqn_torchcompile  written: 7dbc2374acc0f2fc
 GRAPH_MODES = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
 
-# === compiled: dqn_torchcompile
+# === compiled: dqn_torchcompile  written: f6011d1ffd0bc499
 def compiled(fn, mode: str, **kwargs):
     """torch.compile in `mode` (--compile-mode); in GRAPH_MODES, whose replays overwrite their outputs, clones of them."""
     fn = torch.compile(fn, mode=mode, **kwargs)
@@ -543,7 +544,7 @@ def compiled(fn, mode: str, **kwargs):
     return call
 
 
-# === graphed: dqn_torchcompile
+# === graphed: dqn_torchcompile  written: 1234ebca86b139e1
 def graphed(fn, compile: bool):
     """fn replayed as a CUDA graph (tensordict's CudaGraphModule), made once; its warm-up and capture calls run with the
     garbage collector collected, then frozen. Since torch 2.9 a capture collects nothing first, and a collection that
@@ -568,7 +569,7 @@ def graphed(fn, compile: bool):
     return call
 
 
-# === adam_settings: dqn_torchcompile
+# === adam_settings: dqn_torchcompile  written: 52ee32c567c0dc49
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -580,14 +581,14 @@ def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict
     return dict(fused=True)
 
 
-# === layer_init: ppo_atari
+# === layer_init: ppo_atari  written: 50db606933593729
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
     return layer
 
 
-# === malloc_keep_heap: ppo_atari_multigpu_torchcompile
+# === malloc_keep_heap: ppo_atari_multigpu_torchcompile  written: 1cc9c59448b68624
 def malloc_keep_heap():
     """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
     them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
@@ -597,7 +598,7 @@ def malloc_keep_heap():
     libc.mallopt(-3, 32 << 20)
 
 
-# === EpisodeTracker: ppo_atari
+# === EpisodeTracker: ppo_atari  written: 7a1bb94d72ae000c
 class EpisodeTracker:
     """Full-game scores, CleanRL's recipe for envpool: with episodic life, `term` marks every life loss and the reward
     is clipped, so sum the raw `info["reward"]` until game over (`info["terminated"]`) or truncation.
@@ -620,7 +621,7 @@ class EpisodeTracker:
         return finished
 
 
-# === check_fast_flags: dqn_torchcompile
+# === check_fast_flags: dqn_torchcompile  written: 5d0e523295f93e45
 def check_fast_flags(args: Args):
     """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
     cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)

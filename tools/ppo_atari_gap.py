@@ -1,7 +1,7 @@
 """Where the fast PPO Atari loop spends its time, by taking one cost away at a time (the GPU check's part 2):
 
-    python doc/maintainers/ppo_atari_gap.py --cached-env -- --compile --cudagraphs --total-timesteps 20480
-    python doc/maintainers/ppo_atari_gap.py --tf32 -- --compile --cudagraphs --total-timesteps 20480
+    python tools/ppo_atari_gap.py --cached-env -- --compile --cudagraphs --total-timesteps 20480
+    python tools/ppo_atari_gap.py --tf32 -- --compile --cudagraphs --total-timesteps 20480
 
 Runs scripts/ppo_atari_torchcompile.py, unchanged, with the flags after `--`, and prints its steps/s (its summary's
 `sps`, after its --measure-burnin) on a line of its own. --cached-env: envpool's step returns one result recorded at
@@ -17,7 +17,7 @@ import pathlib
 import runpy
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ppo_atari_torchcompile.py"
 
 

@@ -2,8 +2,8 @@
 short runs of all twelve files, each with a checkpoint mid-run, --save-model and an evaluation, then a run stopped by a
 SIGTERM after two rows of metrics and resumed; what they wrote, fingerprinted into one JSON file.
 
-    python doc/maintainers/same_programs.py --scripts OLD/scripts --out /tmp/before.json
-    python doc/maintainers/same_programs.py --scripts scripts --out /tmp/after.json --compare /tmp/before.json
+    python tools/same_programs.py --scripts OLD/scripts --out /tmp/before.json
+    python tools/same_programs.py --scripts scripts --out /tmp/after.json --compare /tmp/before.json
 
 The fingerprint of a run: metrics.csv (every column but the clock's: sps, wall_time_s), summary.json (every field but
 the clock's and the paths), model.pt (a hash of each tensor, and its other entries) and checkpoint.pt's tensors

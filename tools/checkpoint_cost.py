@@ -3,8 +3,8 @@ files: its bytes, the seconds to write it (Run.save_checkpoint, three times) and
 load_states), and how much the process's memory grows over the writes (its peak, VmHWM, reset before them: a copy of
 the buffer would add its 169 MB). The buffer is filled with random rows; the networks are the scripts' own.
 
-    python doc/checkpoint_cost.py                                   # prints a line per file
-    python doc/checkpoint_cost.py --out doc/results/cpu-2core-micro  # and writes checkpoint_cost.csv there
+    python tools/checkpoint_cost.py                                   # prints a line per file
+    python tools/checkpoint_cost.py --out doc/results/cpu-2core-micro  # and writes checkpoint_cost.csv there
 """
 
 import argparse
@@ -33,15 +33,15 @@ def memory(field):
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument(
-    "--out", help="a results folder for checkpoint_cost.csv (its machine record: doc/micro.py or aggregate.py)"
+    "--out", help="a results folder for checkpoint_cost.csv (its machine record: tools/micro.py or aggregate.py)"
 )
 options = parser.parse_args()
-if options.out:  # beside doc/micro.py's timings, whose machine record it shares: the same commit, or none yet
+if options.out:  # beside tools/micro.py's timings, whose machine record it shares: the same commit, or none yet
     described = ["git", "describe", "--always", "--dirty", "--abbrev=12"]
     here = subprocess.run(described, capture_output=True, text=True, cwd=pathlib.Path(__file__).parents[1]).stdout.strip()
     record = pathlib.Path(options.out) / "machine.json"
     if not record.exists():
-        aggregate = [sys.executable, str(pathlib.Path(__file__).parents[1] / "aggregate.py"), "--record-machine", options.out]
+        aggregate = [sys.executable, str(pathlib.Path(__file__).with_name("aggregate.py")), "--record-machine", options.out]
         subprocess.run(aggregate, check=True, stdout=subprocess.DEVNULL)
     elif json.loads(record.read_text())["git_commit"] != here:
         sys.exit(f"checkpoint_cost.py: error: --out: {record} names another commit than {here}; use another folder")

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-ROOT = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 # pandas and matplotlib: only the tables and plots need them, and aggregate() imports them. The records that run.sh
 # makes before and between its runs (bench.json, machine.json, each run's row) need the standard library alone, so
 # that they run where neither is installed (the GPU machine's image): the tables are then made elsewhere.
@@ -154,7 +154,7 @@ def read_summary(folder, path, row):
             algorithm = algorithm.removesuffix(f"_{idea}")
             variant = idea if variant == "fast" else f"{idea}_{variant}"
     peer = summary.get("peer")
-    if peer:  # a peer's own file, run by doc/leanrl.py: its variants beside ours (leanrl, leanrl_fast, leanrl_compile...)
+    if peer:  # a peer's own file, run by tools/leanrl.py: its variants beside ours (leanrl, leanrl_fast, leanrl_compile...)
         variant = peer if variant == "baseline" else f"{peer}_{variant}"
     record = {key: summary[key] for key in COLUMNS if key in summary}
     record.update(flags)

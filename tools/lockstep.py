@@ -7,7 +7,7 @@ step (lock-step), so one slow env holds the others. Ray env runners (--env-runne
 through a whole rollout and meet the learner only at its end: a slow env holds only its own runner, for one step.
 
 The envs, registered when this module is imported (gymnasium's `module:id` form makes them anywhere: the script's
-process, AsyncVectorEnv's workers and Ray's runner processes, which import this module from doc/ on PYTHONPATH):
+process, AsyncVectorEnv's workers and Ray's runner processes, which import this module from tools/ on PYTHONPATH):
 
 - TalkBusy-v0, TalkWait-v0: the RLlib talk's env. 17 float observations, 6 actions, cheap arithmetic; each step takes
   3 ms and each reset 100 ms. Episodes end at random: a step terminates with probability 1/32, drawn from the env's
@@ -33,9 +33,9 @@ The rollout has the same size at every env count (1024 steps per iteration:
 --num-steps 1024/envs); 4 iterations, the first left out of steps/s (--measure-burnin 1). The script knows nothing
 of these envs.
 
-    python doc/lockstep.py --out bench/lockstep          # the whole table (60 runs): lockstep.md, .csv, machine.json
-    python doc/lockstep.py --out /tmp/lockstep --envs 2 --env-ids TalkWait-v0 --rollout 64 --iterations 2  # a smoke run
-    PYTHONPATH=doc python scripts/ppo_continuous_action_ray_torchcompile.py --env-id lockstep:TalkWait-v0 \\
+    python tools/lockstep.py --out bench/lockstep          # the whole table (60 runs): lockstep.md, .csv, machine.json
+    python tools/lockstep.py --out /tmp/lockstep --envs 2 --env-ids TalkWait-v0 --rollout 64 --iterations 2  # a smoke run
+    PYTHONPATH=tools python scripts/ppo_continuous_action_ray_torchcompile.py --env-id lockstep:TalkWait-v0 \\
         --num-envs 8 --env-runners 8 --env-runner-cpus 0.25         # one run
 """
 
@@ -51,9 +51,9 @@ import time
 import gymnasium as gym
 import numpy as np
 
-DOC = pathlib.Path(__file__).resolve().parent
-SCRIPT = DOC.parent / "scripts" / "ppo_continuous_action_torchcompile.py"  # sync and async
-RUNNERS_SCRIPT = DOC.parent / "scripts" / "ppo_continuous_action_ray_torchcompile.py"  # its Ray variant: runners
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPT = HERE.parent / "scripts" / "ppo_continuous_action_torchcompile.py"  # sync and async
+RUNNERS_SCRIPT = HERE.parent / "scripts" / "ppo_continuous_action_ray_torchcompile.py"  # its Ray variant: runners
 ENVS = ["TalkBusy-v0", "TalkWait-v0", "TalkWaitRare-v0", "HalfCheetah-v4"]
 MODES = ["sync", "async", "runners"]
 
@@ -112,7 +112,7 @@ class SlowStep(gym.Wrapper):
 
 
 # The episodes end by termination; the time limit (10 mean lengths, reached by fewer than 1 episode in 20,000) is a guard.
-if "TalkBusy-v0" not in gym.registry:  # (once: doc/tables.py and the tests may load this file again)
+if "TalkBusy-v0" not in gym.registry:  # (once: tools/tables.py and the tests may load this file again)
     gym.register("TalkBusy-v0", entry_point=TalkEnv, kwargs=dict(busy=True), max_episode_steps=320)
     gym.register("TalkWait-v0", entry_point=TalkEnv, kwargs=dict(busy=False), max_episode_steps=320)
     gym.register("TalkWaitRare-v0", entry_point=TalkEnv, kwargs=dict(busy=False, mean_length=1000), max_episode_steps=10_000)
@@ -148,7 +148,7 @@ def run(env_id, num_envs, mode, args):
         runners = runners_for(num_envs)
         cpus = args.env_runner_cpus or int(min(1.0, os.cpu_count() / runners) * 10_000) / 10_000
         flags += ["--env-runners", runners, "--env-runner-cpus", cpus]
-    path = os.pathsep.join([str(DOC), *filter(None, [os.environ.get("PYTHONPATH")])])  # `lockstep:` is importable
+    path = os.pathsep.join([str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])  # `lockstep:` is importable
     cmd = [sys.executable, str(RUNNERS_SCRIPT if mode == "runners" else SCRIPT), *map(str, flags)]
     row = dict(env_id=env_id, num_envs=num_envs, mode=mode, num_steps=args.rollout // num_envs, env_runners=runners)
     row.update(env_runner_cpus=cpus, sps=None, status="failed", summary="")
@@ -191,7 +191,7 @@ def write(out, rows, cores):
 
 
 def read(path):
-    """lockstep.csv's rows, typed as write() had them (doc/tables.py writes the published table from them)."""
+    """lockstep.csv's rows, typed as write() had them (tools/tables.py writes the published table from them)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
@@ -239,8 +239,8 @@ def main():
     if (out / "lockstep.md").exists() and "<!-- table: lockstep -->" in (out / "lockstep.md").read_text():
         parser.error(f"--out: {out} holds the published page; run into another folder (bench/lockstep) and copy its CSV")
     out.mkdir(parents=True, exist_ok=True)
-    record = [sys.executable, str(DOC.parent / "aggregate.py"), "--record-machine", str(out)]  # the machine, the commit
-    subprocess.run(record, check=True, cwd=DOC.parent, stdout=subprocess.DEVNULL)
+    record = [sys.executable, str(HERE / "aggregate.py"), "--record-machine", str(out)]  # the machine, the commit
+    subprocess.run(record, check=True, cwd=HERE.parent, stdout=subprocess.DEVNULL)
     for env_id in args.env_ids.split(","):
         for n in map(int, args.envs.split(",")):
             for mode in args.modes.split(","):

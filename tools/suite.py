@@ -1,9 +1,9 @@
 """The test suite's two tiers timed on this machine: runs `python -m pytest` (the full suite) or `-m "not slow"` (the
 quick tier) and writes its counts and wall time to suite.csv (a row per tier, the other tier's row kept), with the
-machine and the commit in machine.json and machine.md; doc/testing.md's line is written from it by doc/tables.py.
+machine and the commit in machine.json and machine.md; doc/testing.md's line is written from it by tools/tables.py.
 
-    python doc/suite.py --tier quick --out doc/results/cpu-2core-suite
-    python doc/suite.py --tier full --out doc/results/cpu-2core-suite     # about half an hour on 2 cores
+    python tools/suite.py --tier quick --out doc/results/cpu-2core-suite
+    python tools/suite.py --tier full --out doc/results/cpu-2core-suite     # about half an hour on 2 cores
 
 Run it with the environment's bin on PATH (torchrun), the machine otherwise idle.
 """
@@ -35,7 +35,7 @@ def main():
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = [sys.executable, str(ROOT / "aggregate.py"), "--record-machine", str(out)]
+    record = [sys.executable, str(ROOT / "tools" / "aggregate.py"), "--record-machine", str(out)]
     subprocess.run(record, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
         report = pathlib.Path(tmp) / "junit.xml"
