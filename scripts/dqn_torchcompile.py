@@ -4,6 +4,7 @@
 import gc
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -219,6 +220,22 @@ def graphed(fn, compile: bool):
     return call
 
 
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -289,6 +306,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
 
 
 def main(args: Args):
+    speed_flags(args)  # before any work: the speed flags as this machine can run them
     # the run folder: metrics, videos, saved model
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
@@ -399,7 +417,6 @@ import json
 import math
 import pathlib
 import signal
-import sys
 from dataclasses import asdict
 
 import tqdm
@@ -431,23 +448,7 @@ def check_args(args: Args):
     check(args, counts, lambda v: 1 <= v < math.inf, "in [1, inf)")
     check(args, "learning_rate", lambda v: 0 < v < math.inf, "in (0, inf)")
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
-    check_fast_flags(args)  # (its warnings after every error above)
     return check_run_flags(args, "dqn")
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)

@@ -5,6 +5,7 @@ import ctypes
 import gc
 import os  # Run: (--exp-name's default)
 import random
+import sys
 import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -225,6 +226,22 @@ def graphed(fn, compile: bool):
     return call
 
 
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -240,9 +257,12 @@ def malloc_keep_heap():
     """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
     them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
     heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallopt(-1, 2**31 - 1)
-    libc.mallopt(-3, 32 << 20)
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 2**31 - 1)
+        libc.mallopt(-3, 32 << 20)
+    except (OSError, AttributeError):  # no glibc (macOS, musl): the allocator as it is
+        pass
 
 
 def make_ppo(args: Args, agent, device):
@@ -337,6 +357,7 @@ def make_ppo(args: Args, agent, device):
 
 
 def main(args: Args):
+    speed_flags(args)  # before any work: the speed flags as this machine can run them
     run = start_run(  # Run: flags checked, the run folder (--resume: the resumed run's), metrics
         args,
         args.resume or f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}",
@@ -509,7 +530,6 @@ import json
 import math
 import pathlib
 import signal
-import sys
 import time
 from dataclasses import asdict
 
@@ -542,23 +562,7 @@ def check_args(args: Args):
     check(args, "num_minibatches", lambda v: batch % v == 0, f"a divisor of the batch --num-envs x --num-steps ({batch})")
     if args.async_envs:  # the gymnasium scripts' flag (run.sh shares their command lines)
         sys.exit("error: --async-envs: envpool steps its envs in threads of its own (how many: --envpool-threads)")
-    check_fast_flags(args)  # (its warnings after every error above)
     return check_run_flags(args, "ppo_atari")
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
 def check(args, names, ok, allowed):  # one line naming the flag if ok(value) is false (NaN: always)

@@ -244,6 +244,22 @@ def graphed(fn, compile: bool):
     return call
 
 
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -557,6 +573,7 @@ class Runners:
 
 
 def main(args: Args):
+    speed_flags(args)  # before any work: the speed flags as this machine can run them
     # Runners: start_run's steps, with Ray joined before the run folder is made (too few CPUs: none made)
     model = check_args(args)  # Run: (Runners: start_run's steps, below)
     saved = resume(args) if args.resume else None  # Run:
@@ -754,7 +771,6 @@ def check_args(args: Args):
     check(args, "num_minibatches", lambda v: batch % v == 0 and batch >= 2 * v, minibatches)
     # Runners: what they need, but the cluster's CPUs (Runners checks those on joining it)
     check_runners(args)
-    check_fast_flags(args)  # (its warnings after every error above)
     model = check_run_flags(args, "ppo_continuous_action")
     if model:  # useless without its observation statistics (CleanRL #425)
         obs_rms = model.get("obs_rms")
@@ -785,21 +801,6 @@ def check_runners(args: Args):
             socket.create_connection((host, int(port)), timeout=10).close()
         except (OSError, ValueError) as e:
             sys.exit(f"error: --ray-address: {args.ray_address} cannot be reached as host:port ({e})")
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
 def silence_v4_notices():

@@ -8,6 +8,7 @@ import gc
 import math
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -231,6 +232,22 @@ def graphed(fn, compile: bool):
     return call
 
 
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -336,6 +353,7 @@ def make_ppo(args: Args, agent, device):
 
 
 def main(args: Args):
+    speed_flags(args)  # before any work: the speed flags as this machine can run them
     # the run folder: metrics, videos, saved model
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
@@ -511,7 +529,6 @@ import csv
 import json
 import pathlib
 import signal
-import sys
 from dataclasses import asdict
 
 import mujoco
@@ -550,7 +567,6 @@ def check_args(args: Args):
     check(args, "total_timesteps", lambda v: v >= batch, f"at least --num-envs x --num-steps ({batch})")
     minibatches = f"a divisor of the batch --num-envs x --num-steps ({batch}) that leaves 2 or more rows per minibatch"
     check(args, "num_minibatches", lambda v: batch % v == 0 and batch >= 2 * v, minibatches)
-    check_fast_flags(args)  # (its warnings after every error above)
     model = check_run_flags(args, "ppo_continuous_action")
     if model:  # useless without its observation statistics (CleanRL #425)
         obs_rms = model.get("obs_rms")
@@ -560,21 +576,6 @@ def check_args(args: Args):
         if not stats_ok:
             sys.exit(f"error: --eval-model: {args.eval_model} has no obs statistics (obs_rms) for {obs_dim} observations")
     return model
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
 def silence_v4_notices():

@@ -5,6 +5,7 @@ import contextlib
 import gc
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -224,6 +225,35 @@ def graphed(fn, compile: bool):
     return call
 
 
+def bf16_matmuls(cuda):
+    """Whether the device multiplies bf16 matrices natively (a device without it would emulate them, slower than fp32;
+    torch.cuda counts emulation as support unless told not to)."""
+    if cuda:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.precision == "bf16" and not bf16_matmuls(cuda):
+        where = "GPU" if cuda else "CPU (it needs AVX512-BF16 or AMX)"
+        sys.exit(f"error: --precision bf16: this {where} has no native bf16 matmuls: emulated, they are slower than fp32")
+    if args.compile and not cuda:  # (the builder says why)
+        print("warning: --compile: this file runs eager on a CPU, where compiling does not pay", file=sys.stderr)
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
     # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
     if compile:
@@ -331,6 +361,7 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
 
 
 def main(args: Args):
+    speed_flags(args)  # before any work: the speed flags as this machine can run them
     # the run folder: metrics, videos, saved model
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
@@ -443,7 +474,6 @@ import json
 import math
 import pathlib
 import signal
-import sys
 from dataclasses import asdict
 
 import mujoco
@@ -477,36 +507,7 @@ def check_args(args: Args):
     check(args, "buffer_size", lambda v: v >= args.batch_size, f"at least --batch-size ({args.batch_size})")
     if args.eval_model:  # evaluation only: no replay memory to fill
         args.buffer_size = args.batch_size
-    check_fast_flags(args)  # (its warnings after every error above)
     return check_run_flags(args, "td3_continuous_action")
-
-
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
-    if args.compile_mode != "default" and not args.compile:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
-    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
-        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
-        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.cudagraphs = False
-    if not cuda and args.compile:  # (make_td3 says why)
-        print("warning: --compile: TD3 runs eager on a CPU, where compiling does not pay (doc/tricks.md)", file=sys.stderr)
-    if args.precision == "bf16" and not bf16_matmuls(cuda):
-        where = "GPU" if cuda else "CPU (it needs AVX512-BF16 or AMX)"
-        sys.exit(f"error: --precision bf16: this {where} has no native bf16 matmuls: emulated, they are slower than fp32")
-    if not cuda and args.compile_mode in GRAPH_MODES:
-        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
-        args.compile_mode = GRAPH_MODES[args.compile_mode]
-
-
-def bf16_matmuls(cuda):
-    """Whether the device multiplies bf16 matrices natively (a device without it would emulate them, slower than fp32;
-    torch.cuda counts emulation as support unless told not to)."""
-    if cuda:
-        return torch.cuda.is_bf16_supported(including_emulation=False)
-    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
 def silence_v4_notices():

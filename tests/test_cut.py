@@ -203,3 +203,40 @@ def test_the_stripped_file_trains_and_prints_its_returns(stem, tmp_path):
     episodes = [line for line in lines if re.fullmatch(r"global_step=\d+, episodic_return=-?\d+(\.\d+)?", line)]
     assert episodes and len(episodes) == len(lines) - 1, done.stdout[-2000:]  # and nothing else on stdout
     assert not (tmp_path / "runs").exists()
+
+
+# The speed flags' guards sit in part 1, where the flags are read: the stripped file refuses, warns and falls back as
+# the whole file does. (refused at once; runs on: the warning, then a short run)
+SPEED_FLAG_LINES = [
+    (["--compile-mode", "reduce-overhead"], 1, ["error: --compile-mode reduce-overhead: needs --compile"]),
+    (
+        ["--compile", "--cudagraphs", "--compile-mode", "max-autotune"],
+        1,
+        ["error: --compile-mode max-autotune: has its own CUDA graphs, not with --cudagraphs"],
+    ),
+    (["--cudagraphs", "--no-cuda"], 0, ["warning: --cudagraphs: needs CUDA, running without CUDA graphs"]),
+]
+SPEED_FLAG = re.compile(r"^(warning|error): --(compile|compile-mode|cudagraphs|precision)\b.*$", re.M)
+
+
+@pytest.mark.parametrize("stem", [stem for stem in CORES if stem.endswith("_torchcompile")])
+def test_the_stripped_file_guards_the_speed_flags_as_the_whole_file_does(stem, tmp_path):
+    path = stripped(stem, tmp_path)
+    cases = list(SPEED_FLAG_LINES)
+    if stem.startswith(("sac", "td3")):  # eager on a CPU: said once, the run goes on
+        cases.append(
+            (
+                ["--compile", "--no-cuda"],
+                0,
+                ["warning: --compile: this file runs eager on a CPU, where compiling does not pay"],
+            )
+        )
+    for flags, code, lines in cases:
+        said = []
+        for script in (path, SCRIPTS / f"{stem}.py"):
+            extra = ["--output-dir", tmp_path / "runs"] if script != path else []
+            cmd = [sys.executable, script, *short_flags(stem), *flags, *extra]
+            done = subprocess.run(list(map(str, cmd)), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+            assert done.returncode == code and "Traceback" not in done.stderr, (script, flags, done.stderr[-2000:])
+            said.append([m.group(0) for m in SPEED_FLAG.finditer(done.stderr)])
+        assert said[0] == said[1] == lines, (flags, said)

@@ -39,7 +39,7 @@ GYM = [s for s in STEMS if s not in ATARI]
 # The definitions the scripts share are written into them from one text (tools/shared.py, its SHARED and
 # HUNK_MARKERS); the infrastructure the appendix holds
 EVERY_FILE, SNAPSHOT, HUNK_MARKERS = shared.EVERY_FILE, shared.SNAPSHOT, shared.HUNK_MARKERS
-APPENDIX = [*EVERY_FILE, "silence_v4_notices", "bf16_matmuls"]
+APPENDIX = [*EVERY_FILE, "silence_v4_notices"]
 
 
 def definitions(path):
@@ -168,7 +168,7 @@ def parts(path):
 
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read
-INFRASTRUCTURE = {"check_args", "check_fast_flags", "check_runners", "evaluate", "start_run", "Run"}
+INFRASTRUCTURE = {"check_args", "check_runners", "evaluate", "start_run", "Run"}
 INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", "explained_variance", *APPENDIX, *SNAPSHOT}
 
 

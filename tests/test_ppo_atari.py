@@ -443,3 +443,22 @@ def test_fast_run_cuda(tmp_path, flags):
     proc, summary = run_script(FAST, *TINY, *flags, tmp_path=tmp_path)
     check_summary(summary, FAST, "ppo", ENV_ID, 64, compile="--compile" in flags, cudagraphs=True)
     assert summary["device"] == "cuda" and summary["gpu_name"]
+
+
+@pytest.mark.parametrize("script", ["ppo_atari_torchcompile", "ppo_atari_multigpu_torchcompile"])
+def test_the_fast_file_runs_where_there_is_no_glibc(script, tmp_path, monkeypatch, capsys):
+    """On a CPU the fast file asks glibc's malloc to keep its buffers (ctypes, libc.so.6). Where there is no glibc
+    (macOS, musl: loading libc.so.6 fails), the run goes on with the system's allocator as it is, and says nothing."""
+    from helpers.in_process import prepare
+
+    module, args = prepare(script, "--no-cuda", *TINY, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    tried = []
+
+    def no_glibc(name, *a, **kw):
+        tried.append(name)
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(module.ctypes, "CDLL", no_glibc)
+    state = module.main(args)
+    assert tried == ["libc.so.6"] and state["status"] == "finished"
+    assert "libc" not in capsys.readouterr().err

@@ -399,7 +399,7 @@ def compile_runs_eager_on_a_cpu(stem):
     """Whether the fast file's --compile runs it eager on a CPU (it says so in one warning)."""
     code = (
         f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import {stem} as m; "
-        "m.check_fast_flags(m.Args(compile=True, cuda=False))"
+        "m.speed_flags(m.Args(compile=True, cuda=False))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -424,9 +424,9 @@ def test_bf16_refused_in_one_line_where_the_cpu_lacks_it(script, monkeypatch, ca
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     with pytest.raises(SystemExit) as stop:
-        module.check_fast_flags(module.Args(cuda=False, precision="bf16"))
+        module.speed_flags(module.Args(cuda=False, precision="bf16"))
     assert str(stop.value).startswith("error: --precision bf16: this CPU (it needs AVX512-BF16 or AMX) has no native")
-    module.check_fast_flags(module.Args(cuda=False))  # fp32 goes on
+    module.speed_flags(module.Args(cuda=False))  # fp32 goes on
 
 
 @pytest.mark.parametrize("script", ["sac_continuous_action_torchcompile", "td3_continuous_action_torchcompile"])
@@ -443,7 +443,7 @@ def test_bf16_refused_in_one_line_on_a_gpu_that_only_emulates_it(script, monkeyp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     with pytest.raises(SystemExit) as stop:
-        module.check_fast_flags(module.Args(cuda=True, precision="bf16"))
+        module.speed_flags(module.Args(cuda=True, precision="bf16"))
     assert str(stop.value) == (
         "error: --precision bf16: this GPU has no native bf16 matmuls: emulated, they are slower than fp32"
     ) and asked == [False]

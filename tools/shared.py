@@ -52,7 +52,10 @@ SHARED += [("evaluate", [s for s in GYM if s not in PPO_CONTINUOUS]), ("evaluate
 # part 1's helpers
 SHARED += [(name, None) for name in ["GRAPH_MODES", "compiled", "graphed", "adam_settings", "layer_init", "malloc_keep_heap"]]
 SHARED += [("EpisodeTracker", ATARI)]  # part 1's: CleanRL's full-game scores
-SHARED += [("check_fast_flags", FAST_PPO_DQN)]
+SHARED += [
+    ("speed_flags", FAST_PPO_DQN),
+    ("speed_flags", ["sac_continuous_action_torchcompile", "td3_continuous_action_torchcompile"]),
+]
 # A shared definition's branch that only some files need is their marked hunk of the one text (the first file's, which
 # has none): MuJoCo's physics in an env's snapshot, NEXT_STEP's pending resets (PPO's gymnasium envs), and the two
 # variants' ideas.

@@ -588,14 +588,17 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-# === malloc_keep_heap: ppo_atari_multigpu_torchcompile  written: 1cc9c59448b68624
+# === malloc_keep_heap: ppo_atari_multigpu_torchcompile  written: 51e96b5852605fd9
 def malloc_keep_heap():
     """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
     them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
     heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallopt(-1, 2**31 - 1)
-    libc.mallopt(-3, 32 << 20)
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 2**31 - 1)
+        libc.mallopt(-3, 32 << 20)
+    except (OSError, AttributeError):  # no glibc (macOS, musl): the allocator as it is
+        pass
 
 
 # === EpisodeTracker: ppo_atari  written: 7a1bb94d72ae000c
@@ -621,17 +624,42 @@ class EpisodeTracker:
         return finished
 
 
-# === check_fast_flags: dqn_torchcompile  written: 5d0e523295f93e45
-def check_fast_flags(args: Args):
-    """The fast file's own flags: what cannot go together is refused; without CUDA, CUDA and its graphs fall back."""
-    cuda = args.cuda and torch.cuda.is_available()  # (check_run_flags warns without)
+# === speed_flags: dqn_torchcompile  written: 892e192602c2b315
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
     if args.compile_mode in GRAPH_MODES and args.cudagraphs:
         sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
-    if not cuda and args.cudagraphs:
+    if args.cudagraphs and not cuda:
         print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.cudagraphs = False
-    if not cuda and args.compile_mode in GRAPH_MODES:
+    if args.compile_mode in GRAPH_MODES and not cuda:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
+
+
+
+# === speed_flags: sac_continuous_action_torchcompile  written: ac5ee7d08ebf89f9
+def speed_flags(args: Args):
+    """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
+    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    cuda = args.cuda and torch.cuda.is_available()
+    if args.compile_mode != "default" and not args.compile:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
+    if args.compile_mode in GRAPH_MODES and args.cudagraphs:
+        sys.exit(f"error: --compile-mode {args.compile_mode}: has its own CUDA graphs, not with --cudagraphs")
+    if args.cudagraphs and not cuda:
+        print("warning: --cudagraphs: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.cudagraphs = False
+    if args.precision == "bf16" and not bf16_matmuls(cuda):
+        where = "GPU" if cuda else "CPU (it needs AVX512-BF16 or AMX)"
+        sys.exit(f"error: --precision bf16: this {where} has no native bf16 matmuls: emulated, they are slower than fp32")
+    if args.compile and not cuda:  # (the builder says why)
+        print("warning: --compile: this file runs eager on a CPU, where compiling does not pay", file=sys.stderr)
+    if args.compile_mode in GRAPH_MODES and not cuda:
+        print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
+        args.compile_mode = GRAPH_MODES[args.compile_mode]
+
