@@ -641,7 +641,6 @@ def speed_flags(args: Args):
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
-
 # === speed_flags: sac_continuous_action_torchcompile  written: ac5ee7d08ebf89f9
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
@@ -662,4 +661,3 @@ def speed_flags(args: Args):
     if args.compile_mode in GRAPH_MODES and not cuda:
         print(f"warning: --compile-mode {args.compile_mode}: needs CUDA, running without CUDA graphs", file=sys.stderr)
         args.compile_mode = GRAPH_MODES[args.compile_mode]
-
