@@ -21,8 +21,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import cut  # noqa: E402 (cut.py, at the project's root)
+sys.path.insert(0, str(ROOT / "tools"))
+import cut  # noqa: E402 (tools/cut.py, beside this file)
 
 # each script: its counterpart in CleanRL (vwxyzjn/cleanrl) and in LeanRL (pytorch-labs/LeanRL), and a note on it
 ANCHORS = {
