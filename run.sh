@@ -184,6 +184,10 @@ Options:
                           again; runs.tsv keeps one row per run. A run finished since by its script's own
                           --resume (its summary.json says finished) counts as finished. With --scripts,
                           --variants or --seeds: only the unfinished runs they name, in the plan's order
+  --tune [--slurm [--workers N] [--slurm-args "..."]] -- ARGS
+                          instead of a benchmark: tune a script's flags with Optuna (tools/tune.py ARGS; its --help);
+                          with --slurm, N workers as a job array sharing the study in tools/tune.py's --storage
+                          (PostgreSQL or a journal file that every node reaches), then a job that writes its report
   -h, --help              this help
   -- FLAGS...             passed to every script after run.sh's own flags (the last of a repeated flag wins),
                           e.g. -- --no-cuda   or   -- --env-id Hopper-v4
@@ -255,6 +259,40 @@ LEANRL=""
 LEANRL_PYTHON=""
 EXTRA=()
 ORIG_ARGS=("$@")
+
+# --tune: the tuner (tools/tune.py), here, or with --slurm as a job array of --workers workers that share the study in
+# its --storage (a database every node reaches: PostgreSQL, or a journal file on a shared file system), then one job
+# that writes the study's report once they all end.
+if [ "${1:-}" = --tune ]; then
+    shift
+    tune_slurm=0 workers=1 tune_sargs=""
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        case "$1" in
+        --slurm) tune_slurm=1 && shift ;;
+        --workers) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--workers: a count of 1 or more, not '${2:-}'"; workers=$2 && shift 2 ;;
+        --slurm-args) [ $# -ge 2 ] || die "--slurm-args needs a value"; tune_sargs=$2 && shift 2 ;;
+        *) die "--tune: unknown option $1 (./run.sh --tune [--slurm [--workers N] [--slurm-args \"...\"]] -- TUNE.PY ARGS)" ;;
+        esac
+    done
+    [ "${1:-}" = -- ] && shift
+    [ $# -gt 0 ] || die "--tune: tools/tune.py's arguments after -- (python tools/tune.py --help)"
+    [ $tune_slurm = 1 ] || exec "$PYTHON" "$ROOT/tools/tune.py" "$@"
+    case " $* " in *" --storage sqlite"* | *" --storage=sqlite"*) die "--tune --slurm: a sqlite file is no storage for many nodes: --storage postgresql+psycopg://... or journal:PATH" ;; esac
+    case " $* " in *" --storage "* | *" --storage="*) ;; *) die "--tune --slurm: give tools/tune.py a --storage that every node reaches (postgresql+psycopg://... or journal:PATH)" ;; esac
+    read -r -a tune_args_split <<<"$tune_sargs"
+    command=$(printf '%q ' "$PYTHON" "$ROOT/tools/tune.py" "$@")
+    log_dir="$ROOT/bench/tune-slurm"
+    mkdir -p "$log_dir"
+    array=$(sbatch --parsable --job-name=tune --array="0-$((workers - 1))" --output="$log_dir/%A_%a.out" \
+        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $command --no-report") ||
+        die "--tune --slurm: sbatch refused the workers (see its message above)"
+    report=$(sbatch --parsable --job-name=tune-report --dependency="afterany:${array%%;*}" --output="$log_dir/report.out" \
+        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $command --report-only") ||
+        die "--tune --slurm: sbatch refused the report job (the workers ${array%%;*} are submitted)"
+    echo "run.sh: submitted $workers tuning workers as the job array ${array%%;*} and the report job ${report%%;*}"
+    echo "run.sh: watch them with: squeue -j ${array%%;*},${report%%;*}   (their logs: $log_dir/)"
+    exit 0
+fi
 
 if [ $# -eq 0 ]; then # the full reproduction takes hours: say what it is, and start it only when asked (--all)
     algos=($ALGOS) variants=($DEFAULT_VARIANTS) seeds=(${DEFAULT_SEEDS//,/ })

@@ -42,7 +42,7 @@ class Args:
     wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    """whether to capture videos of the agent performances (of the first env, in the run folder's videos/)"""
     save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0  # Run:
@@ -50,7 +50,7 @@ class Args:
     eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
+    """where the run's folder is made (named as in CleanRL: <env-id>__<exp-name>__<seed>__<unix time>)"""
     checkpoint_interval: int = 100_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
     resume: str | None = None  # Run:
@@ -64,7 +64,7 @@ class Args:
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, the update and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
+    """if toggled, the policy and the update functions replay as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "CartPole-v1"
@@ -74,7 +74,7 @@ class Args:
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: int = 1
-    """the number of parallel game environments"""
+    """the number of parallel game environments (an update every --train-frequency env steps, whatever their number)"""
     async_envs: bool = False
     """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     buffer_size: int = 10000
@@ -222,7 +222,7 @@ def graphed(fn, compile: bool):
 
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
-    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
     cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
@@ -237,7 +237,7 @@ def speed_flags(args: Args):
 
 
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
-    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
+    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager
     if compile:
         return {}
     if cudagraphs and device.type == "cuda":
@@ -248,14 +248,14 @@ def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict
 
 
 def make_dqn(args: Args, obs_dim, n_actions, device):
-    """Networks, optimizer, replay buffer and the (compiled / graphed) update and policy functions."""
+    """Networks, optimizer, replay buffer and the (compiled / graphed) update and policy functions, bundled."""
     q_network = QNetwork(obs_dim, n_actions).to(device)
     target_network = QNetwork(obs_dim, n_actions).to(device).requires_grad_(False)
     target_network.load_state_dict(q_network.state_dict())
     rb = ReplayBuffer(args.buffer_size, obs_dim, device)
-    # Speed: a 0-d tensor lr, so that a schedule's change in place reaches the compiled step without a recompile
-    lr = torch.tensor(args.learning_rate, device=device)
-    optimizer = optim.Adam(q_network.parameters(), lr=lr, **adam_settings(args.compile, args.cudagraphs, device))
+    optimizer = optim.Adam(
+        q_network.parameters(), lr=args.learning_rate, **adam_settings(args.compile, args.cudagraphs, device)
+    )
     online = dict(q_network.named_parameters())
     targets, params = list(target_network.parameters()), list(online.values())
 
@@ -270,7 +270,7 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
             target_max, _ = target_network(data["next_obs"]).max(dim=1)
             td_target = data["rewards"] + args.gamma * target_max * (1 - data["dones"])
         if args.compile:
-            # Speed: gradients by torch.func.grad (the network's own forward): backward() would break the graph (doc/tricks.md)
+            # Speed: gradients by torch.func.grad (the network's own forward): backward() would break the graph
             def loss_of(params):
                 return td_loss(torch.func.functional_call(q_network, params, (data["obs"],)), data["actions"], td_target)
 
@@ -278,15 +278,15 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
                 grads, (loss, old_val) = torch.func.grad_and_value(loss_of, has_aux=True)(online)
             for name, p in online.items():
                 p.grad = grads[name]
-        else:  # eager autograd is the faster one without compile (doc/tricks.md)
+        else:  # eager autograd is the faster one without compile
             loss, old_val = td_loss(q_network(data["obs"]), data["actions"], td_target)
             optimizer.zero_grad()
             loss.backward()
         optimizer.step()
-        return dict(td_loss=loss.detach(), q_values=old_val.detach().mean())
+        return dict(td_loss=loss.detach(), q_values=old_val.detach().mean())  # Run: logged
 
     def policy(obs):
-        # the greedy action, for acting and for evaluation (one observation repeated to num_envs rows)
+        # the greedy action: the trained network itself (the latest weights) without autograd
         with torch.no_grad():
             return q_network(obs).argmax(dim=1)
 
@@ -301,13 +301,16 @@ def make_dqn(args: Args, obs_dim, n_actions, device):
     if args.cudagraphs:  # Speed: CUDA graphs replay each function's kernels with one launch
         update = graphed(update, args.compile)
         policy = graphed(policy, args.compile)
-    parts = dict(q_network=q_network, target_network=target_network, rb=rb, optimizer=optimizer)
-    return SimpleNamespace(**parts, update=update, policy=policy, update_target=update_target)
+    dqn = SimpleNamespace(rb=rb, update=update, policy=policy, update_target=update_target)
+    dqn.learned = dict(  # Run: what a checkpoint keeps
+        q_network=q_network, target_network=target_network, optimizer=optimizer, rb=rb
+    )
+    return dqn
 
 
 def main(args: Args):
     speed_flags(args)  # before any work: the speed flags as this machine can run them
-    # the run folder: metrics, videos, saved model
+    # the run's folder, named as in CleanRL (--capture-video's videos go there)
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(args, run_dir, "td_loss q_values epsilon")  # Run: flags checked, metrics
@@ -318,40 +321,32 @@ def main(args: Args):
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # Speed: one thread on a CPU: these layers are too small to pay for waking a second one (doc/tricks.md)
+    # Speed: one thread on a CPU: these layers are too small to pay for waking a second one
     if device.type == "cpu":
         torch.set_num_threads(1)
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the final one in infos
-    videos = os.path.join(run_dir, "videos")  # (--capture-video)
     capture_video = args.capture_video
     capture_video = capture_video and not args.eval_episodes  # Run: the evaluation is filmed
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [make_env(args.env_id, args.seed + i, i, capture_video, videos) for i in range(args.num_envs)],
+            [make_env(args.env_id, args.seed + i, i, capture_video, f"{run_dir}/videos") for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, n_actions = int(np.prod(envs.single_observation_space.shape)), int(envs.single_action_space.n)
 
     dqn = make_dqn(args, obs_dim, n_actions, device)
-    if args.eval_model:  # Run: --eval-model's weights, in place
-        run.load_weights(dqn.q_network)
-    metrics = {}  # Run: the last update's values, for the rows
-    steps_done = 0
+    steps = range(0, args.total_timesteps, args.num_envs)
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].astype(np.float32)
-    learned = dict(  # Run: what a checkpoint keeps
-        q_network=dqn.q_network, target_network=dqn.target_network, rb=dqn.rb, optimizer=dqn.optimizer
-    )
-    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = run.restore(learned, envs)  # Run: --resume
-    if saved:  # Run: the loop's values, from the checkpoint
-        obs, steps_done = saved["obs"], saved["log"]["step"]
-        metrics = saved["metrics"]  # the last update's values, logged until the next update
-    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
-        for global_step in range(steps_done, args.total_timesteps, args.num_envs):
+    # --eval-model: the network's weights; --resume: every learned part, the envs and the random streams as the
+    # checkpoint has them, and the loop's values below. A second Ctrl-C or a dead env worker ends the loop.
+    with run.loop(envs, dqn.learned, "q_network") as saved:  # Run:
+        if saved:  # Run: the loop's values, from the checkpoint
+            obs, steps = saved["obs"], steps[saved["log"]["step"] // args.num_envs :]
+        for global_step in steps:
             # ALGO LOGIC: put action logic here
             epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
             # Speed: the coin and the random actions stay on the host, as in CleanRL: a greedy step alone uses the device
@@ -363,7 +358,6 @@ def main(args: Args):
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
             next_obs = next_obs.astype(np.float32)
-            steps_done = global_step + args.num_envs  # Run: for the rows and the summary
             for i in np.flatnonzero(infos.get("_episode", [])):  # the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))  # Run:
                 # Cut: print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
@@ -378,33 +372,33 @@ def main(args: Args):
             obs = next_obs
 
             # ALGO LOGIC: training.
+            updates = 0
             if global_step > args.learning_starts:
-                for _ in range(due(global_step, args.num_envs, args.train_frequency)):
-                    run.count_update(global_step)  # Run: steps/s after the burn-in
-                    metrics = dqn.update()  # Run:
+                updates = due(global_step, args.num_envs, args.train_frequency)
+                for _ in range(updates):
+                    run.log(dqn.update())  # Run: the values the rows log
                     # Cut: dqn.update()
 
                 # update target network
                 if due(global_step, args.num_envs, args.target_network_frequency):
                     dqn.update_target()
-            # Speed: the values are read (one sync) only on these steps
-            if steps_done % args.log_interval < args.num_envs:  # Run: a row of metrics.csv
-                if run.row(steps_done, dict(metrics, epsilon=epsilon)):  # NaN or infinite: diverged
-                    break
-            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if run.checkpoint(steps_done, learned, envs, obs=obs, metrics=metrics):  # Run:
+
+            # The step's updates counted for steps/s; a row of metrics.csv every --log-interval steps (Speed: the values
+            # are read then, in one sync); a checkpoint every --checkpoint-interval; Ctrl-C, SIGTERM or SIGUSR1 stop the
+            # run here, after one.
+            if run.step(  # Run:
+                global_step + args.num_envs, updates, rows=args.log_interval, values=dict(epsilon=epsilon), obs=obs
+            ):
                 break
 
-    def act(obs):  # Run: for the evaluation, deterministic: the arg-max
-        # The compiled / captured policy takes num_envs rows: the observation is repeated.
-        obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        return dqn.policy(obs)[:1].cpu().numpy()
-
-    status = run.finish(  # Run: summary.json
-        steps_done, act, {"agent": "dqn", "model": dqn.q_network.state_dict()}
+    # the evaluation's policy, deterministic: the greedy action; model.pt: the network
+    return run.finish(  # Run: summary.json, and what the tests read
+        lambda obs: dqn.learned["q_network"](torch.from_numpy(obs).to(device)).argmax(dim=1).cpu().numpy(),
+        {"agent": "dqn", "model": dqn.learned["q_network"].state_dict()},
+        device=device,
+        envs=envs,
+        dqn=dqn,
     )
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    return dict(status=status, args=args, device=device, envs=envs, run=run, dqn=dqn)  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
@@ -510,7 +504,7 @@ def load_checkpoint(args):
 # Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 # numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
@@ -529,6 +523,11 @@ class Run:
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = None
+        # the values the rows log, their last (tensors kept where they are until a row reads them)
+        self.logged = dict(saved["logged"]) if saved else {}
+        self.step_at = self.part["step"]  # the loop's last step
+        self.tick = time.time()  # when it ended
+        self.envs = self.learned = self.acting = None  # (loop's)
         self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
@@ -576,19 +575,21 @@ class Run:
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+    @contextlib.contextmanager
+    def loop(self, envs, learned, acting):
+        """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
+        back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
+        ends the loop at once, a lost env worker as a failure; after it, the envs close."""
+        self.envs, self.learned, self.acting = envs, learned, acting
+        if self.model:
+            self.load_weights(learned[acting])
         if self.saved:
             load_states(learned, self.saved["learned"])
             set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
-        return self.saved
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        self.tick = time.time()
         try:
-            yield
+            yield self.saved
         except KeyboardInterrupt:
             self.status = "interrupted"
         except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
@@ -603,10 +604,34 @@ class Run:
                 process.kill()
             envs.unwrapped.closed = True
 
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+    def log(self, values: dict):
+        """Values for the rows of metrics.csv from now on (tensors stay where they are until a row reads them)."""
+        self.logged.update(values)
+
+    def step(self, global_step, updates=0, rows=0, values=None, **loop):
+        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
+        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
+        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
+        run. True: the loop stops here."""
+        self.count_update(global_step, updates)
+        last = self.step_at
+        self.step_at = global_step
+        if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
+            return True
+        stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
+        self.tick = time.time()
+        return stop
+
+    def count_update(self, global_step, updates=1):
+        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
+        began; the burn-in ends with its --measure-burnin-th update."""
+        if updates and self.learning_start is None:
+            self.learning_start = self.tick
+            if self.args.measure_burnin == 0:
+                self.burnin_end = (self.tick, self.step_at)
+        self.updates += updates
+        if updates and self.burnin_end is None and self.updates >= self.args.measure_burnin:
+            self.burnin_end = (time.time(), global_step)
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -655,7 +680,7 @@ class Run:
     def save_checkpoint(self, global_step, **content):
         """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-        content.update(version=CHECKPOINT_VERSION)
+        content.update(logged=self.logged, version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
@@ -680,9 +705,11 @@ class Run:
         torch.save(content, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)
 
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+    def finish(self, act, model, fields=None, **state):
+        """model.pt (`model`: what acting needs), the evaluation (`act`: observations to actions, deterministic),
+        summary.json (with `fields`); what main returns: the status, and `state` for the tests."""
         self.end = time.time()  # steps/s ends here
-        args = self.args
+        args, global_step, fields = self.args, self.step_at, fields or {}
         evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
@@ -690,7 +717,8 @@ class Run:
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                with torch.no_grad():  # (act needs no autograd)
+                    evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
             self.status = self.stopping or "interrupted"
         self.evaluating = False
@@ -713,7 +741,7 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
+        return dict(status=self.status, args=args, run=self, **state)
 
 
 def states(parts):

@@ -62,7 +62,7 @@ class Args:
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, policy, GAE and update are replayed as CUDA graphs (tensordict's CudaGraphModule; ignored without CUDA)"""
+    """if toggled, the policy and the update functions replay as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -174,7 +174,8 @@ def compute_gae(rewards, values, next_value, terms, dones, valid, gamma: float, 
     so a truncation bootstraps from values[t+1] and a termination does not bootstrap.
 
     Speed: no loop over time (which torch.compile would unroll): A[t] = delta[t] + g*l*(1-done[t])*A[t+1] solved as
-    A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], one masked (num_steps x num_steps) contraction per env."""
+    A[t] = sum_{k>=t} (g*l)^(k-t) [no done in t..k-1] delta[k], one masked (num_steps x num_steps) contraction per env:
+    at Atari's 128 steps a few small matrices (PPO continuous's 2048 steps take a parallel scan instead)."""
     num_steps = rewards.shape[0]
     next_values = torch.cat([values[1:], next_value.reshape(1, -1)])
     deltas = rewards + gamma * next_values * (1.0 - terms) - values
@@ -228,7 +229,7 @@ def graphed(fn, compile: bool):
 
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
-    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
     cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
@@ -243,7 +244,7 @@ def speed_flags(args: Args):
 
 
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
-    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
+    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager
     if compile:
         return {}
     if cudagraphs and device.type == "cuda":
@@ -255,7 +256,7 @@ def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict
 
 def malloc_keep_heap():
     """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
-    them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
+    them back to the OS after each minibatch and faulting them in again page by page: it never trims the
     heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -273,14 +274,10 @@ def make_ppo(args: Args, agent, device):
     optimizer = optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_settings(args.compile, args.cudagraphs, device))
 
     def policy(obs):
-        # The trained agent itself (latest weights) without autograd, to compile and capture alone; the arg-max is
-        # for evaluation.
+        # the trained agent itself (the latest weights) without autograd, to compile and capture alone
         with torch.no_grad():
-            hidden = agent.network(obs.float() / 255.0)
-            logits = agent.actor(hidden)
-            probs = Categorical(logits=logits, validate_args=False)
-            action = probs.sample()
-            return action, probs.log_prob(action), agent.critic(hidden).flatten(), logits.argmax(-1)
+            action, logprob, _, value = agent.get_action_and_value(obs)
+            return action, logprob, value.flatten()
 
     def gae(next_obs, rewards, values, terms, dones, valid):
         with torch.no_grad():
@@ -305,9 +302,7 @@ def make_ppo(args: Args, agent, device):
 
         with torch.no_grad():
             # calculate approx_kl http://joschu.net/blog/kl-approx.html
-            old_approx_kl = (w * -logratio).sum() / n
             approx_kl = (w * ((ratio - 1) - logratio)).sum() / n
-            clipfrac = (w * ((ratio - 1.0).abs() > args.clip_coef).float()).sum() / n
 
         if args.norm_adv:  # mean and (unbiased) std over the valid rows
             mean = (w * advantages).sum() / n
@@ -336,14 +331,15 @@ def make_ppo(args: Args, agent, device):
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
         # Speed: the statistics stay on the device, read once per logged iteration
-        return dict(
+        return dict(  # Run: the logged values
             value_loss=v_loss.detach(),
             policy_loss=pg_loss.detach(),
             entropy=entropy_loss.detach(),
-            old_approx_kl=old_approx_kl,
+            old_approx_kl=(w * -logratio.detach()).sum() / n,
             approx_kl=approx_kl,
-            clipfrac=clipfrac,
+            clipfrac=(w * ((ratio.detach() - 1.0).abs() > args.clip_coef).float()).sum() / n,
         )
+        # Cut: return dict(approx_kl=approx_kl)
 
     if args.compile:  # Speed: torch.compile fuses the small ops of each function
         policy = compiled(policy, args.compile_mode)
@@ -353,7 +349,7 @@ def make_ppo(args: Args, agent, device):
         policy = graphed(policy, args.compile)
         gae = graphed(gae, args.compile)
         update = graphed(update, args.compile)
-    return SimpleNamespace(agent=agent, optimizer=optimizer, policy=policy, gae=gae, update=update)
+    return SimpleNamespace(optimizer=optimizer, policy=policy, gae=gae, update=update)
 
 
 def main(args: Args):
@@ -389,46 +385,41 @@ def main(args: Args):
 
     agent = Agent(envs.single_action_space.n).to(device)
     if device.type == "cpu":
-        # Speed: on a CPU, convolution weights in channels-last layout, which oneDNN's convolutions prefer (doc/tricks.md)
+        # Speed: on a CPU, convolution weights in channels-last layout, which oneDNN's convolutions prefer
         agent = agent.to(memory_format=torch.channels_last)
-        malloc_keep_heap()  # Speed: the update's large buffers stay in the heap (doc/tricks.md)
+        malloc_keep_heap()  # Speed: the update's large buffers stay in the heap
     ppo = make_ppo(args, agent, device)
-    # in place, so that the compiled / captured functions read the loaded weights
-    if args.eval_model:  # Run: --eval-model's weights, in place
-        run.load_weights(agent)
 
     # ALGO LOGIC: Storage setup. Speed: preallocated once, observations as uint8 (4x less to move); the envs' values go
-    # into `host_buffers` through their numpy views (`host_arrays`), then to the device once per rollout (doc/tricks.md)
-    host_buffers = dict(
+    # into `host` through its numpy views (`stage`), then to the device (`storage`) once per rollout
+    host = dict(
         rewards=torch.zeros((args.num_steps, args.num_envs)),
         terms=torch.zeros((args.num_steps, args.num_envs)),
         dones=torch.zeros((args.num_steps, args.num_envs)),
         valid=torch.zeros((args.num_steps, args.num_envs)),
     )
-    host_arrays = {k: v.numpy() for k, v in host_buffers.items()}
+    stage = {k: v.numpy() for k, v in host.items()}
     storage = dict(
         obs=torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=torch.uint8, device=device),
         actions=torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device),
         logprobs=torch.zeros((args.num_steps, args.num_envs), device=device),
         values=torch.zeros((args.num_steps, args.num_envs), device=device),
     )
-    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host_buffers.items()})
+    storage.update({k: torch.zeros(v.shape, device=device) for k, v in host.items()})
 
     global_step = 0
+    iterations = range(1, num_iterations + 1)
 
     # TRY NOT TO MODIFY: start the game
     next_obs, _ = envs.reset()
     next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
     next_done = np.zeros(args.num_envs, dtype=bool)
-    learned = dict(agent=agent, optimizer=ppo.optimizer)  # Run: what a checkpoint keeps
-    first = 1
-    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = run.restore(learned, envs)  # Run: --resume
-    if saved:  # Run: the loop's values, from the checkpoint
-        global_step, first = saved["log"]["step"], saved["iteration"] + 1
-    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
-        for iteration in range(first, num_iterations + 1):
-            run.count_update(global_step)  # Run: steps/s after the burn-in
+    # --eval-model: the agent's weights; --resume: the learned parts and the random streams as the checkpoint has them,
+    # and the loop's values below (envpool's envs restart). A second Ctrl-C ends the loop.
+    with run.loop(envs, dict(agent=agent, optimizer=ppo.optimizer), "agent") as saved:  # Run:
+        if saved:  # Run: the loop's values, from the checkpoint
+            global_step, iterations = saved["log"]["step"], iterations[saved["iteration"] :]
+        for iteration in iterations:
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -440,10 +431,10 @@ def main(args: Args):
                 storage["obs"][step] = next_obs
                 # the step after a done is envpool's reset step, no transition
                 step_valid = ~next_done
-                host_arrays["valid"][step] = step_valid
+                stage["valid"][step] = step_valid
 
                 # ALGO LOGIC: action logic
-                action, logprob, value, _ = ppo.policy(next_obs)
+                action, logprob, value = ppo.policy(next_obs)
                 storage["values"][step] = value
                 storage["actions"][step] = action
                 storage["logprobs"][step] = logprob
@@ -451,16 +442,16 @@ def main(args: Args):
                 # TRY NOT TO MODIFY: execute the game and log data. The action's copy to the host is the loop's one sync.
                 next_obs, reward, terminations, truncations, info = envs.step(action.cpu().numpy())
                 next_done = np.logical_or(terminations, truncations)
-                host_arrays["rewards"][step] = reward
-                host_arrays["terms"][step] = terminations
-                host_arrays["dones"][step] = next_done
+                stage["rewards"][step] = reward
+                stage["terms"][step] = terminations
+                stage["dones"][step] = next_done
                 next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
                 # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
 
-            for k in host_buffers:
-                storage[k].copy_(host_buffers[k], non_blocking=True)
+            for k in host:
+                storage[k].copy_(host[k], non_blocking=True)
             # bootstrap value if not done; Speed: GAE on the device, no Python loop over steps
             advantages, returns = ppo.gae(
                 next_obs, storage["rewards"], storage["values"], storage["terms"], storage["dones"], storage["valid"]
@@ -490,35 +481,34 @@ def main(args: Args):
                 if args.target_kl is not None and out["approx_kl"] > args.target_kl:
                     break
 
-            # Speed: all values in one transfer
-            if iteration % args.log_interval == 0 or iteration == num_iterations:  # Run:
-                metrics = dict(
+            # The iteration counted for steps/s; a row of metrics.csv every --log-interval iterations (Speed: the values
+            # read then, in one transfer); a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1
+            # stop the run here, after one.
+            if run.step(  # Run:
+                global_step,
+                1,
+                rows=args.log_interval * batch_size,
+                values=dict(
                     out,
                     clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
                     learning_rate=ppo.optimizer.param_groups[0]["lr"],
                     explained_variance=explained_variance(batch["values"], batch["returns"], batch["valid"]),
-                )
-                if run.row(global_step, metrics):  # a value is NaN or infinite: the run diverged
-                    break
-            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if run.checkpoint(global_step, learned, envs, iteration=iteration):  # Run:
+                ),
+                iteration=iteration,
+            ):
                 break
 
-    def act(obs):  # Run: for the evaluation, deterministic: the arg-max action
-        # The compiled / captured policy takes num_envs rows: the observation is repeated.
-        repeated = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        _, _, _, greedy = ppo.policy(repeated)
-        return greedy[:1].cpu().numpy()
-
-    status = run.finish(  # Run: summary.json
-        global_step, act, {"agent": "ppo_atari", "model": agent.state_dict()}
+    # the evaluation's policy, deterministic: the arg-max action; model.pt: the agent
+    return run.finish(  # Run: summary.json, and what the tests read
+        lambda obs: agent.actor(agent.network(torch.from_numpy(obs).to(device) / 255.0)).argmax(-1).cpu().numpy(),
+        {"agent": "ppo_atari", "model": agent.state_dict()},
+        device=device,
+        envs=envs,
+        agent=agent,
+        ppo=ppo,
+        storage=storage,
+        stage=stage,
     )
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    state = dict(  # Run:
-        status=status, args=args, device=device, envs=envs, run=run, agent=agent, ppo=ppo, storage=storage
-    )
-    state.update(host_arrays=host_arrays)  # Run:
-    return state  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
@@ -624,7 +614,7 @@ def load_checkpoint(args):
 # Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 # numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
@@ -643,6 +633,11 @@ class Run:
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = None
+        # the values the rows log, their last (tensors kept where they are until a row reads them)
+        self.logged = dict(saved["logged"]) if saved else {}
+        self.step_at = self.part["step"]  # the loop's last step
+        self.tick = time.time()  # when it ended
+        self.envs = self.learned = self.acting = None  # (loop's)
         self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
@@ -690,19 +685,21 @@ class Run:
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+    @contextlib.contextmanager
+    def loop(self, envs, learned, acting):
+        """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
+        back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
+        ends the loop at once, a lost env worker as a failure; after it, the envs close."""
+        self.envs, self.learned, self.acting = envs, learned, acting
+        if self.model:
+            self.load_weights(learned[acting])
         if self.saved:
             load_states(learned, self.saved["learned"])
             set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
-        return self.saved
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        self.tick = time.time()
         try:
-            yield
+            yield self.saved
         except KeyboardInterrupt:
             self.status = "interrupted"
         except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
@@ -717,10 +714,34 @@ class Run:
                 process.kill()
             envs.unwrapped.closed = True
 
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+    def log(self, values: dict):
+        """Values for the rows of metrics.csv from now on (tensors stay where they are until a row reads them)."""
+        self.logged.update(values)
+
+    def step(self, global_step, updates=0, rows=0, values=None, **loop):
+        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
+        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
+        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
+        run. True: the loop stops here."""
+        self.count_update(global_step, updates)
+        last = self.step_at
+        self.step_at = global_step
+        if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
+            return True
+        stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
+        self.tick = time.time()
+        return stop
+
+    def count_update(self, global_step, updates=1):
+        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
+        began; the burn-in ends with its --measure-burnin-th update."""
+        if updates and self.learning_start is None:
+            self.learning_start = self.tick
+            if self.args.measure_burnin == 0:
+                self.burnin_end = (self.tick, self.step_at)
+        self.updates += updates
+        if updates and self.burnin_end is None and self.updates >= self.args.measure_burnin:
+            self.burnin_end = (time.time(), global_step)
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -769,7 +790,7 @@ class Run:
     def save_checkpoint(self, global_step, **content):
         """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-        content.update(version=CHECKPOINT_VERSION)
+        content.update(logged=self.logged, version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
@@ -794,9 +815,11 @@ class Run:
         torch.save(content, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)
 
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+    def finish(self, act, model, fields=None, **state):
+        """model.pt (`model`: what acting needs), the evaluation (`act`: observations to actions, deterministic),
+        summary.json (with `fields`); what main returns: the status, and `state` for the tests."""
         self.end = time.time()  # steps/s ends here
-        args = self.args
+        args, global_step, fields = self.args, self.step_at, fields or {}
         evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
@@ -804,7 +827,8 @@ class Run:
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                with torch.no_grad():  # (act needs no autograd)
+                    evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
             self.status = self.stopping or "interrupted"
         self.evaluating = False
@@ -827,7 +851,7 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
+        return dict(status=self.status, args=args, run=self, **state)
 
 
 def explained_variance(values, returns, w):

@@ -34,7 +34,7 @@ class Args:
     wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    """whether to capture videos of the agent performances (of the first env, in the run folder's videos/)"""
     save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0  # Run:
@@ -42,7 +42,7 @@ class Args:
     eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
+    """where the run's folder is made (named as in CleanRL: <env-id>__<exp-name>__<seed>__<unix time>)"""
     checkpoint_interval: int = 200_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
     resume: str | None = None  # Run:
@@ -168,7 +168,7 @@ def compute_gae(rewards, values, next_value, terminations, dones, valids, gamma,
 
 
 def main(args: Args):
-    # the run folder: metrics, videos, saved model
+    # the run's folder, named as in CleanRL (--capture-video's videos go there)
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(  # Run: flags checked, metrics
@@ -187,12 +187,11 @@ def main(args: Args):
 
     # env setup. NEXT_STEP autoreset, on purpose: an episode's last step returns its true final observation,
     # then a reset step (masked out: valids)
-    videos = os.path.join(run_dir, "videos")  # (--capture-video)
     capture_video = args.capture_video
     capture_video = capture_video and not args.eval_episodes  # Run: the evaluation is filmed
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [make_env(args.env_id, i, capture_video, videos, args.gamma) for i in range(args.num_envs)],
+            [make_env(args.env_id, i, capture_video, f"{run_dir}/videos", args.gamma) for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
         )
     obs_dim = int(np.prod(envs.single_observation_space.shape))
@@ -200,10 +199,6 @@ def main(args: Args):
 
     agent = Agent(obs_dim, action_dim).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
-    obs_rms = None  # Run:
-    if args.eval_model:  # Run: --eval-model's weights, in place
-        obs_rms = run.load_weights(agent)["obs_rms"]  # (check_args checked them)
 
     # ALGO LOGIC: Storage setup
     obs = torch.zeros((args.num_steps, args.num_envs, obs_dim)).to(device)
@@ -216,24 +211,21 @@ def main(args: Args):
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
     global_step = 0
+    iterations = range(1, num_iterations + 1)
 
     # TRY NOT TO MODIFY: start the game
     next_obs = torch.Tensor(envs.reset(seed=args.seed)[0]).reshape(args.num_envs, -1).to(device)
     # carried across iterations: the first row after a done is a reset
     next_done = np.zeros(args.num_envs, dtype=bool)
-    learned = dict(agent=agent, optimizer=optimizer)  # Run: what a checkpoint keeps
-    first = 1
-    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = run.restore(learned, envs)  # Run: --resume
-    if saved:  # Run: the loop's values, from the checkpoint
-        next_obs = saved["next_obs"].to(device)
-        next_done = saved["next_done"]
-        global_step = saved["log"]["step"]
-        first = saved["iteration"] + 1
-        obs_rms = saved["obs_rms"]
-    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
-        for iteration in range(first, num_iterations + 1):
-            run.count_update(global_step)  # Run: steps/s after the burn-in
+    # the observation statistics the policy acts with (useless without them, CleanRL #425): the file's, else training's
+    obs_rms = run.model["obs_rms"] if args.eval_model else None  # Run:
+    # --eval-model: the agent's weights; --resume: the learned parts, the envs and the random streams as the
+    # checkpoint has them, and the loop's values below. A second Ctrl-C or a dead env worker ends the loop.
+    with run.loop(envs, dict(agent=agent, optimizer=optimizer), "agent") as saved:  # Run:
+        if saved:  # Run: the loop's values, from the checkpoint
+            next_obs, next_done, obs_rms = saved["next_obs"].to(device), saved["next_done"], saved["obs_rms"]
+            global_step, iterations = saved["log"]["step"], iterations[saved["iteration"] :]
+        for iteration in iterations:
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -339,57 +331,56 @@ def main(args: Args):
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
-            valid_rows = b_valids.cpu().numpy() > 0  # Run: the explained variance, logged
-            y_pred = b_values.cpu().numpy()[valid_rows]  # Run:
-            y_true = b_returns.cpu().numpy()[valid_rows]  # Run:
-            var_y = np.var(y_true)  # Run:
-            # no variance to explain: 0 (CleanRL logs nan, which would read as a diverged run)
-            explained_var = 0.0 if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y  # Run:
-            metrics = dict(  # Run:
-                learning_rate=optimizer.param_groups[0]["lr"],
-                value_loss=v_loss,
-                policy_loss=pg_loss,
-                entropy=entropy_loss,
-                old_approx_kl=old_approx_kl,
-                approx_kl=approx_kl,
-                clipfrac=np.mean(clipfracs),
-                explained_variance=explained_var,
-            )
-            if run.row(global_step, metrics):  # Run: a row of metrics.csv
-                break
             # env 0's NormalizeObservation statistics (each env keeps its own), read between steps
-            rms = envs.get_attr("obs_rms")[0]  # Run: for the checkpoint and the saved model
-            obs_rms = {  # Run:
-                "mean": torch.tensor(rms.mean),
-                "var": torch.tensor(rms.var),
-                "count": float(rms.count),
-            }
-            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if run.checkpoint(  # Run:
-                global_step, learned, envs, next_obs=next_obs, next_done=next_done, iteration=iteration, obs_rms=obs_rms
+            obs_rms = obs_statistics(envs.get_attr("obs_rms")[0])  # Run: (checkpoints, model.pt)
+            # The iteration counted for steps/s; a row of metrics.csv (the explained variance over the valid rows); a
+            # checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one.
+            if run.step(  # Run:
+                global_step,
+                1,
+                rows=1,
+                values=dict(
+                    learning_rate=optimizer.param_groups[0]["lr"],
+                    value_loss=v_loss,
+                    policy_loss=pg_loss,
+                    entropy=entropy_loss,
+                    old_approx_kl=old_approx_kl,
+                    approx_kl=approx_kl,
+                    clipfrac=np.mean(clipfracs),
+                    explained_variance=explained_variance(b_values, b_returns, b_valids),
+                ),
+                next_obs=next_obs,
+                next_done=next_done,
+                iteration=iteration,
+                obs_rms=obs_rms,
             ):
                 break
 
-    # deterministic: the mean action, on observations normalized as in training, with its statistics frozen
+    # the evaluation's policy, deterministic: the mean action, on observations normalized as in training (frozen)
     def act(obs):  # Run:
         normalized = (obs - obs_rms["mean"].numpy()) / np.sqrt(obs_rms["var"].numpy() + 1e-8)
         normalized = np.clip(normalized, -10, 10).astype(np.float32)
-        return agent.actor_mean(torch.from_numpy(normalized).to(device)).detach().cpu().numpy()
+        return agent.actor_mean(torch.from_numpy(normalized).to(device)).cpu().numpy()
 
-    model = {  # Run: what model.pt keeps
-        "agent": "ppo_continuous_action",
-        "model": agent.state_dict(),
-        "obs_rms": obs_rms,
-    }
-    status = run.finish(global_step, act, model)  # Run: summary.json
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    storage = dict(obs=obs, actions=actions, logprobs=logprobs, rewards=rewards)  # Run:
-    storage.update(terminations=terminations, dones=dones, valids=valids, values=values)  # Run:
-    state = dict(  # Run:
-        status=status, args=args, device=device, envs=envs, run=run, agent=agent, optimizer=optimizer
+    return run.finish(  # Run: summary.json, and what the tests read
+        act,
+        {"agent": "ppo_continuous_action", "model": agent.state_dict(), "obs_rms": obs_rms},
+        device=device,
+        envs=envs,
+        agent=agent,
+        optimizer=optimizer,
+        storage=dict(
+            obs=obs,
+            actions=actions,
+            logprobs=logprobs,
+            rewards=rewards,
+            terminations=terminations,
+            dones=dones,
+            valids=valids,
+            values=values,
+        ),
+        obs_rms=obs_rms,
     )
-    state.update(storage=storage, obs_rms=obs_rms)  # Run:
-    return state  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
@@ -521,7 +512,7 @@ def load_checkpoint(args):
 # Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 # numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
@@ -540,6 +531,11 @@ class Run:
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = None
+        # the values the rows log, their last (tensors kept where they are until a row reads them)
+        self.logged = dict(saved["logged"]) if saved else {}
+        self.step_at = self.part["step"]  # the loop's last step
+        self.tick = time.time()  # when it ended
+        self.envs = self.learned = self.acting = None  # (loop's)
         self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
@@ -587,20 +583,22 @@ class Run:
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+    @contextlib.contextmanager
+    def loop(self, envs, learned, acting):
+        """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
+        back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
+        ends the loop at once, a lost env worker as a failure; after it, the envs close."""
+        self.envs, self.learned, self.acting = envs, learned, acting
+        if self.model:
+            self.load_weights(learned[acting])
         if self.saved:
             load_states(learned, self.saved["learned"])
             # NEXT_STEP: next_done, the envs whose next step is a reset
             set_env_state(envs, self.saved["envs"], self.saved["next_done"])
             set_random_streams(self.saved["random"])
-        return self.saved
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        self.tick = time.time()
         try:
-            yield
+            yield self.saved
         except KeyboardInterrupt:
             self.status = "interrupted"
         except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
@@ -615,10 +613,34 @@ class Run:
                 process.kill()
             envs.unwrapped.closed = True
 
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+    def log(self, values: dict):
+        """Values for the rows of metrics.csv from now on (tensors stay where they are until a row reads them)."""
+        self.logged.update(values)
+
+    def step(self, global_step, updates=0, rows=0, values=None, **loop):
+        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
+        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
+        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
+        run. True: the loop stops here."""
+        self.count_update(global_step, updates)
+        last = self.step_at
+        self.step_at = global_step
+        if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
+            return True
+        stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
+        self.tick = time.time()
+        return stop
+
+    def count_update(self, global_step, updates=1):
+        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
+        began; the burn-in ends with its --measure-burnin-th update."""
+        if updates and self.learning_start is None:
+            self.learning_start = self.tick
+            if self.args.measure_burnin == 0:
+                self.burnin_end = (self.tick, self.step_at)
+        self.updates += updates
+        if updates and self.burnin_end is None and self.updates >= self.args.measure_burnin:
+            self.burnin_end = (time.time(), global_step)
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -667,7 +689,7 @@ class Run:
     def save_checkpoint(self, global_step, **content):
         """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-        content.update(version=CHECKPOINT_VERSION)
+        content.update(logged=self.logged, version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
@@ -692,9 +714,11 @@ class Run:
         torch.save(content, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)
 
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+    def finish(self, act, model, fields=None, **state):
+        """model.pt (`model`: what acting needs), the evaluation (`act`: observations to actions, deterministic),
+        summary.json (with `fields`); what main returns: the status, and `state` for the tests."""
         self.end = time.time()  # steps/s ends here
-        args = self.args
+        args, global_step, fields = self.args, self.step_at, fields or {}
         evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
@@ -702,7 +726,8 @@ class Run:
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                with torch.no_grad():  # (act needs no autograd)
+                    evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
             self.status = self.stopping or "interrupted"
         self.evaluating = False
@@ -725,7 +750,24 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
+        return dict(status=self.status, args=args, run=self, **state)
+
+
+def obs_statistics(rms):
+    """NormalizeObservation's running statistics (env 0's: each env keeps its own), as checkpoints and model.pt keep them."""
+    return {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+
+
+def explained_variance(values, returns, w):
+    """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
+    (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
+    n = w.sum().clamp(min=1.0)
+
+    def var(x):  # the variance over the valid rows
+        return (w * (x - (w * x).sum() / n) ** 2).sum() / n
+
+    var_y = var(returns)
+    return torch.where(var_y == 0, torch.zeros_like(var_y), 1 - var(returns - values) / var_y)
 
 
 def states(parts):

@@ -43,7 +43,7 @@ class Args:
     wandb_entity: str | None = None  # Run:
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances: of the evaluation episodes if any, else of the first env"""
+    """whether to capture videos of the agent performances (of the first env, in the run folder's videos/)"""
     save_model: bool = False  # Run:
     """whether to save the agent to `model.pt` in the run folder (at the end, also on Ctrl-C)"""
     eval_episodes: int = 0  # Run:
@@ -51,7 +51,7 @@ class Args:
     eval_model: str | None = None  # Run:
     """a saved `model.pt` to evaluate instead of training (--eval-episodes, 10 if not given)"""
     output_dir: str = "runs"
-    """where the run folder (metrics.csv, summary.json, model.pt, videos) is written"""
+    """where the run's folder is made (named as in CleanRL: <env-id>__<exp-name>__<seed>__<unix time>)"""
     checkpoint_interval: int = 25_000  # Run:
     """env steps between two checkpoints (checkpoint.pt in the run folder; also on Ctrl-C, SIGTERM, SIGUSR1; 0: none)"""
     resume: str | None = None  # Run:
@@ -65,7 +65,7 @@ class Args:
     compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     """torch.compile's mode (needs --compile); reduce-overhead and max-autotune capture CUDA graphs (not with --cudagraphs)"""
     cudagraphs: bool = False
-    """if toggled, the updates and the policy are replayed as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
+    """if toggled, the policy and the update functions replay as CUDA graphs (tensordict's CudaGraphModule; needs CUDA)"""
     precision: Literal["fp32", "bf16"] = "fp32"
     """bf16: the updates' forward passes under autocast (parameters, Adam, targets stay fp32); needs CUDA or a CPU with bf16"""
 
@@ -77,7 +77,7 @@ class Args:
     learning_rate: float = 3e-4
     """the learning rate of the optimizer"""
     num_envs: int = 1
-    """the number of parallel game environments"""
+    """the number of parallel game environments (an update per step of them all, as CleanRL: more envs, fewer per env step)"""
     async_envs: bool = False
     """if toggled, each env steps in its own process (gymnasium's AsyncVectorEnv, shared memory), not all in this one"""
     buffer_size: int = int(1e6)
@@ -235,7 +235,7 @@ def bf16_matmuls(cuda):
 
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
-    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
     cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
@@ -255,7 +255,7 @@ def speed_flags(args: Args):
 
 
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
-    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
+    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager
     if compile:
         return {}
     if cudagraphs and device.type == "cuda":
@@ -266,7 +266,7 @@ def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict
 
 
 def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
-    """Networks, optimizers and the (compiled / graphed) update and policy functions."""
+    """Networks, optimizers and the (compiled / graphed) update and policy functions, bundled."""
     actor = Actor(obs_dim, action_dim, action_low, action_high).to(device)
     qf1 = QNetwork(obs_dim, action_dim).to(device)
     qf2 = QNetwork(obs_dim, action_dim).to(device)
@@ -282,7 +282,7 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     # parameters detached (the same storage, so always the latest weights): backward skips the critic's weights.
     qf1_detached = {k: v.detach() for k, v in qf1.named_parameters()}
     q_params = list(qf1.parameters()) + list(qf2.parameters())
-    # Speed: on a CPU, --compile leaves TD3 eager, with eager's fused Adam: compiling does not pay there (doc/tricks.md)
+    # Speed: on a CPU, --compile leaves TD3 eager, with eager's fused Adam: compiling does not pay there
     compiling = args.compile and device.type != "cpu"
     adam = adam_settings(compiling, args.cudagraphs, device)
     q_optimizer = optim.Adam(q_params, lr=args.learning_rate, **adam)
@@ -291,7 +291,7 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
     targets = list(target_actor.parameters()) + list(qf1_target.parameters()) + list(qf2_target.parameters())
 
     def precision_autocast():
-        # Speed: --precision bf16: the updates' forward passes and losses under autocast, matmuls in bf16 (doc/tricks.md);
+        # Speed: --precision bf16: the updates' forward passes and losses under autocast, matmuls in bf16;
         # parameters, gradients, Adam's state and targets stay fp32; backward and steps outside, as torch advises.
         if args.precision == "bf16":
             return torch.autocast(device.type, dtype=torch.bfloat16)
@@ -321,8 +321,13 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         q_optimizer.zero_grad()
         qf_loss.backward()
         q_optimizer.step()
-        logged = dict(qf1_values=qf1_a_values.detach().mean(), qf2_values=qf2_a_values.detach().mean())
-        return dict(logged, qf1_loss=qf1_loss.detach(), qf2_loss=qf2_loss.detach(), qf_loss=qf_loss.detach() / 2.0)
+        return dict(  # Run: the logged values (Speed: on the device, read when a row is written)
+            qf1_values=qf1_a_values.detach().mean(),
+            qf2_values=qf2_a_values.detach().mean(),
+            qf1_loss=qf1_loss.detach(),
+            qf2_loss=qf2_loss.detach(),
+            qf_loss=qf_loss.detach() / 2.0,
+        )
 
     def update_actor(batch):
         observations = ReplayBuffer.split(batch, obs_dim, action_dim)["obs"]
@@ -336,16 +341,15 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         # parameters (target += tau * (online - target)), inside the same compiled / graphed call.
         with torch.no_grad():
             torch._foreach_lerp_(targets, online, args.tau)
-        return dict(actor_loss=actor_loss.detach())
+        return dict(actor_loss=actor_loss.detach())  # Run:
 
     def policy(obs):
         # The acting policy is the trained actor itself (same storage, always the latest weights), run without
-        # autograd, with the exploration noise and the clipping done on the device. It also returns the noiseless
-        # action, which evaluation uses: one compiled / captured function serves both.
+        # autograd, with the exploration noise and the clipping done on the device.
         with torch.no_grad():
-            mean = actor(obs)
-            actions = mean + torch.randn_like(mean) * (actor.action_scale * args.exploration_noise)
-            return actions.clamp(low, high), mean
+            actions = actor(obs)
+            actions = actions + torch.randn_like(actions) * (actor.action_scale * args.exploration_noise)
+            return actions.clamp(low, high)
 
     if compiling:  # Speed: torch.compile fuses the small ops of each function (not on a CPU: above)
         update_critic = compiled(update_critic, args.compile_mode)
@@ -355,14 +359,23 @@ def make_td3(args: Args, obs_dim, action_dim, action_low, action_high, device):
         update_critic = graphed(update_critic, args.compile)
         update_actor = graphed(update_actor, args.compile)
         policy = graphed(policy, args.compile)
-    networks = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_target, qf2_target=qf2_target, target_actor=target_actor)
-    functions = dict(update_critic=update_critic, update_actor=update_actor, policy=policy)
-    return SimpleNamespace(**networks, **functions, q_optimizer=q_optimizer, actor_optimizer=actor_optimizer)
+    td3 = SimpleNamespace(update_critic=update_critic, update_actor=update_actor, policy=policy)
+    td3.learned = dict(  # Run: what a checkpoint keeps
+        actor=actor,
+        qf1=qf1,
+        qf2=qf2,
+        qf1_target=qf1_target,
+        qf2_target=qf2_target,
+        target_actor=target_actor,
+        q_optimizer=q_optimizer,
+        actor_optimizer=actor_optimizer,
+    )
+    return td3
 
 
 def main(args: Args):
     speed_flags(args)  # before any work: the speed flags as this machine can run them
-    # the run folder: metrics, videos, saved model
+    # the run's folder, named as in CleanRL (--capture-video's videos go there)
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = args.resume or run_dir  # Run: --resume: the resumed run's
     run = start_run(  # Run: flags checked, metrics
@@ -377,51 +390,39 @@ def main(args: Args):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup. SAME_STEP autoreset: an episode's last step returns the reset observation, the final one in infos
-    videos = os.path.join(run_dir, "videos")  # (--capture-video)
     capture_video = args.capture_video
     capture_video = capture_video and not args.eval_episodes  # Run: the evaluation is filmed
     with envs_ignore_signals():  # Run: Ctrl-C and SIGTERM reach this process alone
         envs = (gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv)(
-            [make_env(args.env_id, args.seed + i, i, capture_video, videos) for i in range(args.num_envs)],
+            [make_env(args.env_id, args.seed + i, i, capture_video, f"{run_dir}/videos") for i in range(args.num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     obs_dim, action_dim = int(np.prod(envs.single_observation_space.shape)), int(np.prod(envs.single_action_space.shape))
 
     td3 = make_td3(args, obs_dim, action_dim, envs.single_action_space.low, envs.single_action_space.high, device)
-    if args.eval_model:  # Run: --eval-model's weights, in place
-        run.load_weights(td3.actor)
     rb = ReplayBuffer(args.buffer_size, obs_dim, action_dim, device)
-    metrics = {}
-    steps_done = 0
+    steps = range(0, args.total_timesteps, args.num_envs)
 
     # TRY NOT TO MODIFY: start the game
     obs = envs.reset(seed=args.seed)[0].reshape(args.num_envs, -1).astype(np.float32)
-    learned = dict(  # Run: what a checkpoint keeps
-        actor=td3.actor, qf1=td3.qf1, qf2=td3.qf2, qf1_target=td3.qf1_target, qf2_target=td3.qf2_target
-    )
-    learned.update(target_actor=td3.target_actor, q_optimizer=td3.q_optimizer)  # Run:
-    learned.update(actor_optimizer=td3.actor_optimizer, rb=rb)  # Run:
-    # --resume: the learned parts, envs and random streams as the checkpoint has them; the loop's values below
-    saved = run.restore(learned, envs)  # Run: --resume
-    if saved:  # Run: the loop's values, from the checkpoint
-        obs, steps_done = saved["obs"], saved["log"]["step"]
-        metrics = saved["metrics"]  # the last update's values, logged until the next update
-    with run.until_stopped(envs):  # Run: a second Ctrl-C or a dead env worker ends it
-        for global_step in range(steps_done, args.total_timesteps, args.num_envs):
+    # --eval-model: the actor's weights; --resume: every learned part, the envs and the random streams as the
+    # checkpoint has them, and the loop's values below. A second Ctrl-C or a dead env worker ends the loop.
+    with run.loop(envs, dict(td3.learned, rb=rb), "actor") as saved:  # Run:
+        if saved:  # Run: the loop's values, from the checkpoint
+            obs, steps = saved["obs"], steps[saved["log"]["step"] // args.num_envs :]
+        for global_step in steps:
             # ALGO LOGIC: put action logic here
             if global_step < args.learning_starts:
                 actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
             else:
                 # Speed: a non-blocking copy in (torch.as_tensor(obs, device=...) would wait for the GPU); the one
                 # sync is the action coming back, which the env needs.
-                actions, _ = td3.policy(torch.from_numpy(obs).to(device, non_blocking=True))
-                actions = actions.cpu().numpy()
+                actions = td3.policy(torch.from_numpy(obs).to(device, non_blocking=True)).cpu().numpy()
 
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, rewards, terminations, truncations, infos = envs.step(actions)
             next_obs = next_obs.reshape(args.num_envs, -1).astype(np.float32)
-            steps_done = global_step + args.num_envs  # Run: for the rows and the summary
             for i in np.flatnonzero(infos.get("_episode", [])):  # the finished episodes
                 run.episodes.append((infos["episode"]["r"][i], infos["episode"]["l"][i]))  # Run:
                 # Cut: print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
@@ -437,32 +438,31 @@ def main(args: Args):
 
             # ALGO LOGIC: training.
             if global_step > args.learning_starts:
-                run.count_update(global_step)  # Run: steps/s after the burn-in
                 batch = rb.sample(args.batch_size)
-                metrics.update(td3.update_critic(batch))
+                run.log(td3.update_critic(batch))  # Run: the values the rows log
+                # Cut: td3.update_critic(batch)
                 if global_step % args.policy_frequency == 0:
                     # the target networks are updated in there too
-                    metrics.update(td3.update_actor(batch))
+                    run.log(td3.update_actor(batch))  # Run:
+                    # Cut: td3.update_actor(batch)
 
-            # Speed: the values are read (one sync) only on these steps
-            if steps_done % args.log_interval < args.num_envs:  # Run: a row of metrics.csv
-                if run.row(steps_done, metrics):  # a value is NaN or infinite: the run diverged
-                    break
-            # a checkpoint every --checkpoint-interval steps; Ctrl-C, SIGTERM or SIGUSR1 stop the run here, after one
-            if run.checkpoint(steps_done, learned, envs, obs=obs, metrics=metrics):  # Run:
+            # The step's update counted for steps/s; a row of metrics.csv every --log-interval steps (Speed: the values
+            # are read then, in one sync); a checkpoint every --checkpoint-interval; Ctrl-C, SIGTERM or SIGUSR1 stop the
+            # run here, after one.
+            if run.step(  # Run:
+                global_step + args.num_envs, global_step > args.learning_starts, rows=args.log_interval, obs=obs
+            ):
                 break
 
-    def act(obs):  # Run: for the evaluation, deterministic: the actor without exploration noise
-        # The compiled / captured policy takes num_envs rows: the observation is repeated.
-        obs = torch.from_numpy(obs.repeat(args.num_envs, 0)).to(device, non_blocking=True)
-        _, mean = td3.policy(obs)
-        return mean[:1].cpu().numpy()
-
-    status = run.finish(  # Run: summary.json
-        steps_done, act, {"agent": "td3_continuous_action", "model": td3.actor.state_dict()}
+    # the evaluation's policy, deterministic: the actor without exploration noise; model.pt: the actor
+    return run.finish(  # Run: summary.json, and what the tests read
+        lambda obs: td3.learned["actor"](torch.from_numpy(obs).to(device)).cpu().numpy(),
+        {"agent": "td3_continuous_action", "model": td3.learned["actor"].state_dict()},
+        device=device,
+        envs=envs,
+        rb=rb,
+        td3=td3,
     )
-    # What the run ends with: the exit code reads the status; tests read the rest.
-    return dict(status=status, args=args, device=device, envs=envs, run=run, rb=rb, td3=td3)  # Run:
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).
@@ -584,7 +584,7 @@ def load_checkpoint(args):
 # Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 # numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
@@ -603,6 +603,11 @@ class Run:
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = None
+        # the values the rows log, their last (tensors kept where they are until a row reads them)
+        self.logged = dict(saved["logged"]) if saved else {}
+        self.step_at = self.part["step"]  # the loop's last step
+        self.tick = time.time()  # when it ended
+        self.envs = self.learned = self.acting = None  # (loop's)
         self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
@@ -650,19 +655,21 @@ class Run:
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+    @contextlib.contextmanager
+    def loop(self, envs, learned, acting):
+        """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
+        back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
+        ends the loop at once, a lost env worker as a failure; after it, the envs close."""
+        self.envs, self.learned, self.acting = envs, learned, acting
+        if self.model:
+            self.load_weights(learned[acting])
         if self.saved:
             load_states(learned, self.saved["learned"])
             set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
-        return self.saved
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        self.tick = time.time()
         try:
-            yield
+            yield self.saved
         except KeyboardInterrupt:
             self.status = "interrupted"
         except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
@@ -677,10 +684,34 @@ class Run:
                 process.kill()
             envs.unwrapped.closed = True
 
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+    def log(self, values: dict):
+        """Values for the rows of metrics.csv from now on (tensors stay where they are until a row reads them)."""
+        self.logged.update(values)
+
+    def step(self, global_step, updates=0, rows=0, values=None, **loop):
+        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
+        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
+        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
+        run. True: the loop stops here."""
+        self.count_update(global_step, updates)
+        last = self.step_at
+        self.step_at = global_step
+        if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
+            return True
+        stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
+        self.tick = time.time()
+        return stop
+
+    def count_update(self, global_step, updates=1):
+        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
+        began; the burn-in ends with its --measure-burnin-th update."""
+        if updates and self.learning_start is None:
+            self.learning_start = self.tick
+            if self.args.measure_burnin == 0:
+                self.burnin_end = (self.tick, self.step_at)
+        self.updates += updates
+        if updates and self.burnin_end is None and self.updates >= self.args.measure_burnin:
+            self.burnin_end = (time.time(), global_step)
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -729,7 +760,7 @@ class Run:
     def save_checkpoint(self, global_step, **content):
         """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-        content.update(version=CHECKPOINT_VERSION)
+        content.update(logged=self.logged, version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
@@ -754,9 +785,11 @@ class Run:
         torch.save(content, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)
 
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+    def finish(self, act, model, fields=None, **state):
+        """model.pt (`model`: what acting needs), the evaluation (`act`: observations to actions, deterministic),
+        summary.json (with `fields`); what main returns: the status, and `state` for the tests."""
         self.end = time.time()  # steps/s ends here
-        args = self.args
+        args, global_step, fields = self.args, self.step_at, fields or {}
         evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
@@ -764,7 +797,8 @@ class Run:
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                with torch.no_grad():  # (act needs no autograd)
+                    evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
             self.status = self.stopping or "interrupted"
         self.evaluating = False
@@ -787,7 +821,7 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
+        return dict(status=self.status, args=args, run=self, **state)
 
 
 def states(parts):

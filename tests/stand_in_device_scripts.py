@@ -27,10 +27,11 @@ def to_device(array, fake):  # as the loop copies the env's numpy in
     return torch.from_numpy(array).to(fake.device, non_blocking=True)
 
 
-def assert_on_device(agent, outputs):
-    """Every parameter, optimizer state tensor and output tensor lives on the stand-in device."""
-    modules = [v for v in vars(agent).values() if isinstance(v, torch.nn.Module)]
-    optimizers = [v for v in vars(agent).values() if isinstance(v, torch.optim.Optimizer)]
+def assert_on_device(parts, outputs):
+    """Every parameter, optimizer state tensor and output tensor lives on the stand-in device (parts: the learned parts
+    by name, as a builder keeps them for checkpoints)."""
+    modules = [v for v in parts.values() if isinstance(v, torch.nn.Module)]
+    optimizers = [v for v in parts.values() if isinstance(v, torch.optim.Optimizer)]
     assert modules and optimizers
     for module in modules:
         for name, p in module.named_parameters():
@@ -62,10 +63,10 @@ def test_sac_and_td3_on_the_stand_in_device(algo):
             outputs += [agent.update_critic(batch), agent.update_actor(batch)]
             if algo == "sac":
                 agent.update_target()
-        action, mean = agent.policy(to_device(numpy_rows(2, OBS_DIM), fake))
+        action = agent.policy(to_device(numpy_rows(2, OBS_DIM), fake))
         assert fake.host_reads == [], fake.describe_reads()
-        assert is_fake(rb.storage) and is_fake(action) and is_fake(mean)
-        assert_on_device(agent, outputs)
+        assert is_fake(rb.storage) and is_fake(action)
+        assert_on_device(agent.learned, outputs)
 
 
 def test_dqn_on_the_stand_in_device():
@@ -80,7 +81,7 @@ def test_dqn_on_the_stand_in_device():
         greedy = agent.policy(to_device(numpy_rows(2, 4), fake))
         assert fake.host_reads == [], fake.describe_reads()
         assert is_fake(agent.rb.storage) and is_fake(agent.rb.count) and is_fake(greedy)
-        assert_on_device(agent, outputs)
+        assert_on_device(agent.learned, outputs)
         greedy.cpu()  # the action the env needs: the one read per policy call
         assert len(fake.host_reads) == 1
 
@@ -91,7 +92,7 @@ def test_ppo_continuous_on_the_stand_in_device():
     with FakeCuda() as fake:
         agent = module.Agent(OBS_DIM, ACTION_DIM).to(fake.device)
         ppo = module.make_ppo(module.Args(num_envs=envs, num_steps=steps), agent, fake.device)
-        action, mean = ppo.policy(to_device(numpy_rows(envs, OBS_DIM), fake))
+        action = ppo.policy(to_device(numpy_rows(envs, OBS_DIM), fake))
         storage = dict(
             obs=to_device(RNG.standard_normal((steps, envs, OBS_DIM)).astype(np.float32), fake),
             actions=to_device(RNG.standard_normal((steps, envs, ACTION_DIM)).astype(np.float32), fake),
@@ -108,8 +109,8 @@ def test_ppo_continuous_on_the_stand_in_device():
             batch[key] = batch[key].reshape(-1)
         outputs = [ppo.update(**batch, idx=idx) for idx in torch.randperm(steps * envs, device=fake.device).split(4)]
         assert fake.host_reads == [], fake.describe_reads()
-        assert is_fake(action) and is_fake(mean)
-        assert_on_device(ppo, [rollout, *outputs])
+        assert is_fake(action)
+        assert_on_device(dict(agent=agent, optimizer=ppo.optimizer), [rollout, *outputs])
 
 
 def test_ppo_atari_on_the_stand_in_device():
@@ -136,7 +137,7 @@ def test_ppo_atari_on_the_stand_in_device():
         outputs = [ppo.update(**batch, idx=idx) for idx in torch.randperm(steps * envs, device=fake.device).split(4)]
         assert fake.host_reads == [], fake.describe_reads()
         assert all(is_fake(t) for t in policy_out) and is_fake(advantages) and is_fake(returns)
-        assert_on_device(ppo, outputs)
+        assert_on_device(dict(agent=agent, optimizer=ppo.optimizer), outputs)
 
 
 # ---------------------------------------------------------------- the real loop on the stand-in device

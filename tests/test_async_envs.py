@@ -86,11 +86,9 @@ def stored(state):
         )  # the SAC and TD3 baselines' columns
     else:
         arrays = dict(state["storage"])  # PPO's rollout, by name
+    learned = getattr(agent, "learned", {})  # (a fast file's learned parts)
     network = (
-        state.get("agent")
-        or state.get("actor")
-        or state.get("q_network")
-        or getattr(agent, "q_network", getattr(agent, "actor", None))
+        state.get("agent") or state.get("actor") or state.get("q_network") or learned.get("q_network") or learned["actor"]
     )
     params = {f"param.{k}": v for k, v in network.state_dict().items()}
     return {

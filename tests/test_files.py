@@ -169,7 +169,7 @@ def parts(path):
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read
 INFRASTRUCTURE = {"check_args", "check_runners", "evaluate", "start_run", "Run"}
-INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", "explained_variance", *APPENDIX, *SNAPSHOT}
+INFRASTRUCTURE |= {"check", "QuietRun", "env_physics", "explained_variance", "obs_statistics", *APPENDIX, *SNAPSHOT}
 
 
 @pytest.mark.parametrize("path", FILES, ids=STEMS)

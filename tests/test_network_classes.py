@@ -45,18 +45,22 @@ def test_sac_and_td3_updates_run_the_critic_class(algo, monkeypatch):
     make = module.make_sac if algo == "sac" else module.make_td3
     torch.manual_seed(0)
     agent = make(module.Args(), OBS_DIM, ACTION_DIM, low, high, torch.device("cpu"))
-    assert agent.qf1.fc2.weight.shape == (WIDTH, WIDTH) and agent.qf2_target.fc2.weight.shape == (WIDTH, WIDTH)
-    before = {k: v.clone() for k, v in agent.qf1.state_dict().items()}
+    assert agent.learned["qf1"].fc2.weight.shape == (WIDTH, WIDTH) and agent.learned["qf2_target"].fc2.weight.shape == (
+        WIDTH,
+        WIDTH,
+    )
+    before = {k: v.clone() for k, v in agent.learned["qf1"].state_dict().items()}
     batch = torch.randn(16, 2 * OBS_DIM + ACTION_DIM + 2)
 
     agent.update_critic(batch)
     assert len(calls) == 4, calls  # the two critics and their two targets, through the class's forward
-    assert all(not torch.equal(before[k], v) for k, v in agent.qf1.state_dict().items())  # the edited layers learned
+    assert all(
+        not torch.equal(before[k], v) for k, v in agent.learned["qf1"].state_dict().items()
+    )  # the edited layers learned
     calls.clear()
     agent.update_actor(batch)
     assert len(calls) == (2 if algo == "sac" else 1), calls  # the actor's loss asks the critic class too
-    action, mean = agent.policy(torch.randn(2, OBS_DIM))
-    assert action.shape == mean.shape == (2, ACTION_DIM)
+    assert agent.policy(torch.randn(2, OBS_DIM)).shape == (2, ACTION_DIM)
 
 
 def test_dqn_update_and_policy_run_the_q_network_class(monkeypatch):
@@ -65,12 +69,12 @@ def test_dqn_update_and_policy_run_the_q_network_class(monkeypatch):
     monkeypatch.setattr(module, "QNetwork", edited(module.QNetwork, dqn_layers, calls))
     torch.manual_seed(0)
     agent = module.make_dqn(module.Args(batch_size=8), 4, 2, torch.device("cpu"))
-    assert [m.out_features for m in agent.q_network.network if isinstance(m, nn.Linear)] == [WIDTH, 2]
+    assert [m.out_features for m in agent.learned["q_network"].network if isinstance(m, nn.Linear)] == [WIDTH, 2]
     rows = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
     agent.rb.add(rows, rows, np.zeros(16, np.int64), np.ones(16, np.float32), np.zeros(16, np.float32))
-    before = agent.q_network.network[0].weight.clone()
+    before = agent.learned["q_network"].network[0].weight.clone()
 
     out = agent.update()
     assert calls == [8, 8], calls  # the target network and the online one, both through the class's forward
-    assert np.isfinite(out["td_loss"].item()) and not torch.equal(before, agent.q_network.network[0].weight)
+    assert np.isfinite(out["td_loss"].item()) and not torch.equal(before, agent.learned["q_network"].network[0].weight)
     assert agent.policy(torch.from_numpy(rows[:3])).shape == (3,) and calls[-1] == 3

@@ -65,12 +65,12 @@ def run_watched(script, tmp_path, monkeypatch, fault=None, gpu=False):
     watch = dict(on=False, updates=0)
     count_update, finish = module.Run.count_update, module.Run.finish
 
-    def count_and_watch(self, global_step):
-        if watch["on"]:
-            watch["updates"] += 1
+    def count_and_watch(self, global_step, updates=1):  # at the end of each step (PPO: iteration), its updates counted
+        if watch["on"] and updates:
+            watch["updates"] += updates
             if fault:
                 fault(self.args)
-        count_update(self, global_step)
+        count_update(self, global_step, updates)
         if not watch["on"] and self.burnin_end is not None:  # the burn-in is over: every function has compiled
             torch.compiler.set_stance("fail_on_recompile")
             watch["on"] = True

@@ -251,17 +251,17 @@ def test_a_truncated_checkpoint_is_refused(stopped_ppo, tmp_path):
 
 
 def test_a_checkpoint_of_an_earlier_format_is_refused(stopped_ppo, tmp_path):
-    """Format 1 kept numpy's arrays as tensors: read as today's, it would put tensors where numpy is wanted. It is
-    refused in one line that names both formats."""
+    """Formats 1 and 2 kept numpy's arrays as tensors, or the logged values among the loop's: read as today's, they
+    would put back what the loop no longer holds. An earlier format is refused in one line that names both."""
     folder = tmp_path / "earlier"
     shutil.copytree(stopped_ppo, folder)
     module = load_script("ppo_continuous_action")
     with torch.serialization.safe_globals(module.NUMPY):
         saved = torch.load(folder / "checkpoint.pt", weights_only=True)
-    assert saved.pop("version") == module.CHECKPOINT_VERSION == 2
+    assert saved.pop("version") == module.CHECKPOINT_VERSION == 3
     torch.save(saved, folder / "checkpoint.pt")
     error = refusal("ppo_continuous_action", folder, *PPO, tmp_path=tmp_path)
-    assert error.endswith("(ValueError: it is of format 1, written before this file's (2))"), error
+    assert error.endswith("(ValueError: it is of format 1, written before this file's (3))"), error
 
 
 def test_a_folder_without_a_checkpoint_is_refused(tmp_path):

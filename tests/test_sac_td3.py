@@ -98,16 +98,16 @@ NETWORKS = ["actor", "qf1", "qf2", "qf1_target", "qf2_target"]  # and TD3's targ
 
 def _copy_params(src, dst, algo):
     for name in NETWORKS + (["target_actor"] if algo == "td3" else []):
-        getattr(dst, name).load_state_dict(getattr(src, name).state_dict())
+        dst.learned[name].load_state_dict(src.learned[name].state_dict())
 
 
 def _state(agent, algo):
     """Every learned tensor of an agent, by name."""
     state = {}
     for name in NETWORKS + (["target_actor"] if algo == "td3" else []):
-        state.update({f"{name}.{k}": v for k, v in getattr(agent, name).state_dict().items()})
-    if algo == "sac" and hasattr(agent, "log_alpha"):
-        state["log_alpha"] = agent.log_alpha
+        state.update({f"{name}.{k}": v for k, v in agent.learned[name].state_dict().items()})
+    if algo == "sac" and "log_alpha" in agent.learned:
+        state["log_alpha"] = agent.learned["log_alpha"]
     return {k: v.detach().clone() for k, v in state.items()}
 
 
@@ -162,9 +162,9 @@ def test_compiled_update_and_policy_equal_eager(algo, overrides, inductor_eager_
     outs = []
     for agent in (eager, compiled):
         torch.manual_seed(7)
-        outs.append(list(agent.policy(obs)))  # the sampled action and the deterministic one
+        outs.append([agent.policy(obs)])  # the sampled action
     assert_all_close(outs[1], outs[0], "policy")
-    assert outs[0][0].abs().max() <= 2.0 and outs[0][1].abs().max() <= 2.0  # inside the action bounds
+    assert outs[0][0].abs().max() <= 2.0  # inside the action bounds
 
 
 def _split(batch):
@@ -181,7 +181,7 @@ def _baseline_steps(base, algo, nets, batch, n=3):
     rows = [o, a, no, r[:, None], d[:, None]]  # as the baseline's buffer samples them
     args = base.Args(learning_starts=0, policy_frequency=2 if algo == "sac" else 1)  # (SAC's targets: every step)
     names = dict(nets, args=args, rb=SimpleNamespace(sample=lambda batch_size: rows), device=torch.device("cpu"))
-    names.update(run=SimpleNamespace(count_update=lambda global_step: None), global_step=2)  # an update step, even
+    names.update(run=SimpleNamespace(log=lambda values: None), global_step=2)  # an update step, even
     if algo == "sac":
         names.update(alpha=nets["log_alpha"].exp().item(), target_entropy=-float(ACTION_DIM))
     else:
@@ -211,11 +211,16 @@ def test_fast_update_equals_cleanrl_update(algo):
         net.load_state_dict(network.state_dict())
         return net
 
-    qf1, qf2, qf1_t, qf2_t = copy_of(agent.qf1), copy_of(agent.qf2), copy_of(agent.qf1_target), copy_of(agent.qf2_target)
+    qf1, qf2, qf1_t, qf2_t = (
+        copy_of(agent.learned["qf1"]),
+        copy_of(agent.learned["qf2"]),
+        copy_of(agent.learned["qf1_target"]),
+        copy_of(agent.learned["qf2_target"]),
+    )
     actor = base.Actor(OBS_DIM, ACTION_DIM, low, high)
-    actor.load_state_dict(agent.actor.state_dict())
-    q_opt = torch.optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=agent.q_optimizer.defaults["lr"])
-    a_opt = torch.optim.Adam(actor.parameters(), lr=agent.actor_optimizer.defaults["lr"])
+    actor.load_state_dict(agent.learned["actor"].state_dict())
+    q_opt = torch.optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=agent.learned["q_optimizer"].defaults["lr"])
+    a_opt = torch.optim.Adam(actor.parameters(), lr=agent.learned["actor_optimizer"].defaults["lr"])
     batch = _batch(1)
     nets = dict(actor=actor, qf1=qf1, qf2=qf2, qf1_target=qf1_t, qf2_target=qf2_t, q_optimizer=q_opt, actor_optimizer=a_opt)
     if algo == "sac":
@@ -230,11 +235,11 @@ def test_fast_update_equals_cleanrl_update(algo):
     assert_all_close(got, expected, "losses")
     # and the same new parameters
     assert_all_close(
-        [agent.qf1.fc2.weight, agent.qf2.fc2.weight, agent.qf2_target.fc3.weight],
+        [agent.learned["qf1"].fc2.weight, agent.learned["qf2"].fc2.weight, agent.learned["qf2_target"].fc3.weight],
         [qf1.fc2.weight, qf2.fc2.weight, qf2_t.fc3.weight],
         "critics",
     )
-    assert_all_close(list(agent.actor.state_dict().values()), list(actor.state_dict().values()), "actor")
+    assert_all_close(list(agent.learned["actor"].state_dict().values()), list(actor.state_dict().values()), "actor")
 
 
 @pytest.mark.gpu
@@ -373,7 +378,8 @@ def test_updates_change_in_place_only_what_graph_modes_can_capture(algo, overrid
     changed = [path for (path, t), old in zip(held, before) if not torch.equal(t.detach(), old)]
     learned = [t for _, t in held if isinstance(t, torch.nn.Parameter) or (t.is_leaf and t.requires_grad)]
     storages = {t.untyped_storage().data_ptr() for t in learned}  # a detached view of a parameter is the parameter
-    assert changed and "agent.actor.fc1.weight" in changed  # the check sees what the updates change
+    # the check sees what the updates change (the actor's weights, reached through the functions that use them)
+    assert any("actor" in path and path.endswith(".fc1.weight") for path in changed), changed
     other = [path for (path, t) in held if path in changed and t.untyped_storage().data_ptr() not in storages]
     assert not [path for path in other if ".state[" not in path], other
 
@@ -410,7 +416,7 @@ def test_bf16_updates_multiply_in_bf16_and_keep_fp32_state(algo):
     for g, e in zip(got, expected):
         torch.testing.assert_close(g.float(), e, rtol=0.05, atol=0.02)
     held = list(_state(bf16, algo).values())
-    for optimizer in (bf16.q_optimizer, bf16.actor_optimizer):
+    for optimizer in (bf16.learned["q_optimizer"], bf16.learned["actor_optimizer"]):
         held += [v for state in optimizer.state.values() for v in state.values() if v.is_floating_point()]
     assert held and {t.dtype for t in held} == {torch.float32}
     with MatmulDtypes() as seen:

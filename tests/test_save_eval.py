@@ -111,11 +111,17 @@ def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
 
 # how each file acts deterministically, from main's variables at the end of a run: (baseline, fast)
 ACT = {
-    "sac_continuous_action": (lambda v, o: v["actor"].get_action(o)[2], lambda v, o: v["sac"].policy(o)[1]),
-    "td3_continuous_action": (lambda v, o: v["actor"](o), lambda v, o: v["td3"].policy(o)[1]),
-    "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["ppo"].policy(o)[1]),
+    "sac_continuous_action": (
+        lambda v, o: v["actor"].get_action(o)[2],
+        lambda v, o: v["sac"].learned["actor"].get_action(o)[2],
+    ),
+    "td3_continuous_action": (lambda v, o: v["actor"](o), lambda v, o: v["td3"].learned["actor"](o)),
+    "ppo_continuous_action": (lambda v, o: v["agent"].actor_mean(o), lambda v, o: v["agent"].actor_mean(o)),
     "dqn": (lambda v, o: v["q_network"](o).argmax(1), lambda v, o: v["dqn"].policy(o)),
-    "ppo_atari": (lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1), lambda v, o: v["ppo"].policy(o)[3]),
+    "ppo_atari": (
+        lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1),
+        lambda v, o: v["agent"].actor(v["agent"].network(o / 255.0)).argmax(-1),
+    ),
 }
 
 

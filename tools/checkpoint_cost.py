@@ -59,8 +59,7 @@ for script in ["sac_continuous_action_torchcompile", "sac_continuous_action"]:
     low, high = envs.single_action_space.low, envs.single_action_space.high
     if hasattr(module, "make_sac"):
         sac = module.make_sac(args, obs_dim, action_dim, low, high, torch.device("cpu"))
-        learned = {name: part for name, part in vars(sac).items() if hasattr(part, "state_dict")}
-        learned.update(log_alpha=sac.log_alpha, rb=rb)
+        learned = dict(sac.learned, rb=rb)
     else:
         qf1, qf2 = module.SoftQNetwork(obs_dim, action_dim), module.SoftQNetwork(obs_dim, action_dim)
         learned = dict(actor=module.Actor(obs_dim, action_dim, low, high), qf1=qf1, qf2=qf2, rb=rb)

@@ -8,8 +8,9 @@ what runs the run: flag checks, the run folder and its metrics, checkpoints, eva
 file is part 1 with each statement whose first line carries a comment beginning `Run:` removed, ended by
 `if __name__ == "__main__": main(tyro.cli(Args))`:
 
-- a marked `with` keeps its body, one level out; any other marked statement goes with its block, and with the comment
-  lines right above it; a marked field of `Args` goes with its docstring (its flag is the appendix's);
+- a marked `with` keeps its body, one level out (its header goes, with the comment lines right above it); any other
+  marked statement goes with its block, and with the comment lines right above it; a marked field of `Args` goes with
+  its docstring (its flag is the appendix's);
 - a comment line beginning `# Cut:` right under a marked statement, at its indentation, takes its place: the code after
   `Cut:` (the stripped file prints each finished episode's return there, as CleanRL's files print it);
 - a block left empty holds `pass`.
@@ -81,7 +82,10 @@ def strip(source):
                 marked.setdefault(node.lineno, marked[first_line(node)])
             if node.lineno in marked and isinstance(node, (ast.With, ast.AsyncWith)):
                 kept_withs.append(node)
-                gone.update(range(node.lineno, node.body[0].lineno))  # the header; the body one level out
+                row = node.lineno  # the header, and the comment lines right above it, which say what it does
+                while lines[row - 2].strip().startswith("#") and row - 1 not in marked and row - 1 not in cuts:
+                    row -= 1
+                gone.update(range(row, node.body[0].lineno))  # the body stays, one level out
                 shift = node.body[0].col_offset - node.col_offset
                 for row in range(node.body[0].lineno, node.end_lineno + 1):
                     dedent[row] += shift

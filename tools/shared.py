@@ -46,6 +46,7 @@ SHARED = [(name, STEMS) for name in ["__main__", *EVERY_FILE]]  # the shared app
 SHARED += [(name, None) for name in ["silence_v4_notices", "bf16_matmuls", "explained_variance"]]
 SHARED += [(name, GYM) for name in SNAPSHOT]  # a gymnasium env's state, for checkpoints
 SHARED += [("env_physics", MUJOCO)]
+SHARED += [("obs_statistics", PPO_CONTINUOUS)]
 SHARED += [("env_state", ATARI), ("set_env_state", ATARI)]  # envpool's, which cannot be saved
 # evaluate: one text for the envs played alike
 SHARED += [("evaluate", [s for s in GYM if s not in PPO_CONTINUOUS]), ("evaluate", ATARI), ("evaluate", PPO_CONTINUOUS)]
@@ -222,8 +223,9 @@ def merge(copy, base, new):
     return done.stdout if done.returncode == 0 else None
 
 
-def write():
-    """shared_text.py into every file that shares each text; nothing written where a hunk does not fit."""
+def write(force=False):
+    """shared_text.py into every file that shares each text; nothing written where a hunk does not fit, or (unless
+    `force`) where a copy was edited by hand."""
     sources = {stem: (SCRIPTS / f"{stem}.py").read_text() for stem in STEMS}
     defs = {stem: definitions(source) for stem, source in sources.items()}
     texts, hashes = read_text(with_hashes=True)
@@ -231,7 +233,7 @@ def write():
     missing = [(name, files[0]) for name, files in groups(defs) if (name, files[0]) not in texts]
     if missing:
         sys.exit(f"shared.py: error: shared_text.py has no {missing[0][0]}: {missing[0][1]}")
-    edited = hand_edits(groups(defs), defs, sources, texts, hashes)
+    edited = None if force else hand_edits(groups(defs), defs, sources, texts, hashes)
     if edited:
         sys.exit(f"shared.py: error: {edited}")
     for name, files in groups(defs):
@@ -264,6 +266,7 @@ def write():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; say where a file's copy is not the text")
+    parser.add_argument("--force", action="store_true", help="write over copies edited by hand (their edits are lost)")
     args = parser.parse_args()
     if args.check:
         problems = check()
@@ -271,7 +274,7 @@ def main():
             print(problem)
         print(f"shared.py: {len(problems)} problems" if problems else "shared.py: every copy is its one text")
         sys.exit(1 if problems else 0)
-    write()
+    write(force=args.force)
 
 
 if __name__ == "__main__":

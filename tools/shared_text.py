@@ -82,8 +82,8 @@ RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "ou
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-# === CHECKPOINT_VERSION: dqn  written: 8e3d338cb9df6a5d
-CHECKPOINT_VERSION = 2  # format 1 (refused) kept numpy's arrays as tensors, buffers as attributes
+# === CHECKPOINT_VERSION: dqn  written: 2a9fc5564aa2d61e
+CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 
 
 # === NUMPY: dqn  written: 04055af47f13b735
@@ -91,7 +91,7 @@ NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarra
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
-# === Run: dqn  written: fa2f6d79861ebde6
+# === Run: dqn  written: 19da7c208cbdd099
 class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
@@ -105,6 +105,11 @@ class Run:
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = None
+        # the values the rows log, their last (tensors kept where they are until a row reads them)
+        self.logged = dict(saved["logged"]) if saved else {}
+        self.step_at = self.part["step"]  # the loop's last step
+        self.tick = time.time()  # when it ended
+        self.envs = self.learned = self.acting = None  # (loop's)
         self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
@@ -152,19 +157,21 @@ class Run:
             sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
         return self.model
 
-    def restore(self, learned, envs):
-        """--resume: the learned parts, the envs and the random streams as the checkpoint has them; the checkpoint."""
+    @contextlib.contextmanager
+    def loop(self, envs, learned, acting):
+        """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
+        back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
+        ends the loop at once, a lost env worker as a failure; after it, the envs close."""
+        self.envs, self.learned, self.acting = envs, learned, acting
+        if self.model:
+            self.load_weights(learned[acting])
         if self.saved:
             load_states(learned, self.saved["learned"])
             set_env_state(envs, self.saved["envs"])
             set_random_streams(self.saved["random"])
-        return self.saved
-
-    @contextlib.contextmanager
-    def until_stopped(self, envs):
-        """Around the loop: a second Ctrl-C ends it at once, a lost env worker as a failure; then the envs close."""
+        self.tick = time.time()
         try:
-            yield
+            yield self.saved
         except KeyboardInterrupt:
             self.status = "interrupted"
         except (EOFError, ConnectionError) as e:  # a worker was killed or ran out of memory
@@ -179,10 +186,34 @@ class Run:
                 process.kill()
             envs.unwrapped.closed = True
 
-    def count_update(self, global_step):  # before each update (PPO: iteration)
-        self.learning_start = self.learning_start or time.time()
-        self.updates += 1
-        self.burnin_end = (time.time(), global_step) if self.updates == self.args.measure_burnin + 1 else self.burnin_end
+    def log(self, values: dict):
+        """Values for the rows of metrics.csv from now on (tensors stay where they are until a row reads them)."""
+        self.logged.update(values)
+
+    def step(self, global_step, updates=0, rows=0, values=None, **loop):
+        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
+        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
+        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
+        run. True: the loop stops here."""
+        self.count_update(global_step, updates)
+        last = self.step_at
+        self.step_at = global_step
+        if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
+            return True
+        stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
+        self.tick = time.time()
+        return stop
+
+    def count_update(self, global_step, updates=1):
+        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
+        began; the burn-in ends with its --measure-burnin-th update."""
+        if updates and self.learning_start is None:
+            self.learning_start = self.tick
+            if self.args.measure_burnin == 0:
+                self.burnin_end = (self.tick, self.step_at)
+        self.updates += updates
+        if updates and self.burnin_end is None and self.updates >= self.args.measure_burnin:
+            self.burnin_end = (time.time(), global_step)
 
     def row(self, global_step, metrics: dict):  # a metrics.csv row; True if a value is NaN or inf
         row = {**self.stats(global_step), **metrics}
@@ -231,7 +262,7 @@ class Run:
     def save_checkpoint(self, global_step, **content):
         """checkpoint.pt: what main gives (states, envs, the loop's counters), the run so far and the random streams."""
         content.update(log=self.so_far(global_step), random=random_streams(), script=pathlib.Path(__file__).stem)
-        content.update(version=CHECKPOINT_VERSION)
+        content.update(logged=self.logged, version=CHECKPOINT_VERSION)
         self.save(content, "checkpoint.pt")
         self.part["step"] = global_step
 
@@ -256,9 +287,11 @@ class Run:
         torch.save(content, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)
 
-    def finish(self, global_step, act, model, **fields):  # model.pt, evaluation, summary
+    def finish(self, act, model, fields=None, **state):
+        """model.pt (`model`: what acting needs), the evaluation (`act`: observations to actions, deterministic),
+        summary.json (with `fields`); what main returns: the status, and `state` for the tests."""
         self.end = time.time()  # steps/s ends here
-        args = self.args
+        args, global_step, fields = self.args, self.step_at, fields or {}
         evals = []
         self.bar.close()
         if args.save_model and self.status != "diverged":  # what is needed to act, and whence
@@ -266,7 +299,8 @@ class Run:
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
             if self.evaluating:
-                evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
+                with torch.no_grad():  # (act needs no autograd)
+                    evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
         except KeyboardInterrupt:  # (ask_to_stop says which signal)
             self.status = self.stopping or "interrupted"
         self.evaluating = False
@@ -289,7 +323,7 @@ class Run:
             print(f"warning: --total-timesteps {args.total_timesteps}: steps/s not measured ({measured})", file=sys.stderr)
         pathlib.Path(self.run_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(pathlib.Path(self.run_dir, "summary.json"))  # the last line printed
-        return self.status
+        return dict(status=self.status, args=args, run=self, **state)
 
 
 # === states: dqn  written: 7b7b47ceb66685c7
@@ -352,7 +386,13 @@ def bf16_matmuls(cuda):
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
-# === explained_variance: ppo_atari_multigpu_torchcompile  written: 3776d62b48284fa9
+# === obs_statistics: ppo_continuous_action
+def obs_statistics(rms):
+    """NormalizeObservation's running statistics (env 0's: each env keeps its own), as checkpoints and model.pt keep them."""
+    return {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
+
+
+# === explained_variance: ppo_atari  written: 3776d62b48284fa9
 def explained_variance(values, returns, w):
     """1 - Var[returns - values] / Var[returns] over the valid rows, on the device. With no variance to explain: 0
     (sklearn's convention; CleanRL logs nan, which would read as diverged)."""
@@ -569,9 +609,9 @@ def graphed(fn, compile: bool):
     return call
 
 
-# === adam_settings: dqn_torchcompile  written: 52ee32c567c0dc49
+# === adam_settings: dqn_torchcompile  written: 4be5356ed9e07b95
 def adam_settings(compile: bool, cudagraphs: bool, device: torch.device) -> dict:
-    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager (doc/tricks.md)
+    # Speed: Adam plain under --compile (inductor fuses it), capturable under CUDA graphs, fused in eager
     if compile:
         return {}
     if cudagraphs and device.type == "cuda":
@@ -588,10 +628,10 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
-# === malloc_keep_heap: ppo_atari_multigpu_torchcompile  written: 51e96b5852605fd9
+# === malloc_keep_heap: ppo_atari_multigpu_torchcompile  written: 3ac5e713c6450d2a
 def malloc_keep_heap():
     """Speed: on a CPU, glibc's malloc keeps the update's large buffers (a minibatch as floats is 29 MB) instead of giving
-    them back to the OS after each minibatch and faulting them in again page by page (doc/tricks.md): it never trims the
+    them back to the OS after each minibatch and faulting them in again page by page: it never trims the
     heap's top (M_TRIM_THRESHOLD, -1) and serves blocks up to 32 MB from the heap, not mmap (M_MMAP_THRESHOLD, -3)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -627,7 +667,7 @@ class EpisodeTracker:
 # === speed_flags: dqn_torchcompile  written: 892e192602c2b315
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
-    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
     cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")
@@ -644,7 +684,7 @@ def speed_flags(args: Args):
 # === speed_flags: sac_continuous_action_torchcompile  written: ac5ee7d08ebf89f9
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
-    what needs CUDA falls back without it, one line each (the flags changed here are what summary.json records)."""
+    what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
     cuda = args.cuda and torch.cuda.is_available()
     if args.compile_mode != "default" and not args.compile:
         sys.exit(f"error: --compile-mode {args.compile_mode}: needs --compile")

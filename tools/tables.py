@@ -438,6 +438,42 @@ def quickstart_line():
     ]
 
 
+TUNE = "cpu-2core-tune"  # the published small study of doc/tuning.md
+TUNING = ROOT / "doc" / "tuning.md"
+
+
+def tune_table():
+    """tools/tune.py's published small study: its trials best first (a line per trial), the best command line, under
+    the machine and commit, from its trials.csv, best.txt and machine.json."""
+    rows = read_csv(RESULTS / TUNE / "trials.csv")
+    info = machine(TUNE)
+    params = [c for c in rows[0] if c not in ("number", "state", "value", "retries", "duration_s", "worker", "error")]
+    done = sorted((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: -float(r["value"]))
+    others = [r for r in rows if r["state"] != "COMPLETE"]
+    states = ", ".join(
+        f"{sum(r['state'] == s for r in rows)} {s.lower()}"
+        for s in ("COMPLETE", "PRUNED", "FAIL")
+        if any(r["state"] == s for r in rows)
+    )
+    best = (RESULTS / TUNE / "best.txt").read_text().splitlines()[1]
+    lines = [
+        f"A {cpu_words(info)}, commit {commit(info)}: {len(rows)} trials ({states}), best first"
+        f" ([trials.csv](results/{TUNE}/trials.csv)). The best trial's command ([best.txt](results/{TUNE}/best.txt)):",
+        "",
+        f"```bash\n{best}\n```",
+        "",
+        "| trial | state | score | " + " | ".join(f"`--{p.replace('_', '-')}`" for p in params) + " | seconds |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in params) + " | --- |",
+    ]
+    for r in done + others:
+        score = f"{float(r['value']):.1f}" if r["value"] else "-"
+        cells = [f"{float(r[p]):.3g}" if r[p] and "." in r[p] else r[p] for p in params]
+        lines.append(
+            f"| {r['number']} | {r['state'].lower()} | {score} | " + " | ".join(cells) + f" | {float(r['duration_s']):.0f} |"
+        )
+    return lines
+
+
 PAGES = {
     README: {
         "quickstart": quickstart_line,
@@ -448,6 +484,7 @@ PAGES = {
     },
     USAGE: {"checkpoint-cost": checkpoint_table, "fresh-install": fresh_install_table},
     TESTING: {"suite": suite_line},
+    TUNING: {"tune": tune_table},
     LEARNING_PAGE: {"learning-runs": learning_runs_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},

@@ -36,14 +36,15 @@ def watched_all_reduce(tensor, *args, **kwargs):
 
 def watched_make_ppo(*args, **kwargs):
     ppo = make_ppo(*args, **kwargs)
-    agents.append(ppo.agent)
+    agent = args[1]  # make_ppo(args, agent, device)
+    agents.append(agent)
     update = ppo.update
 
     def update_and_record(*a, **k):
         updating.append(1)
         result = update(*a, **k)
         updating.clear()
-        seen["params"].append(torch.cat([p.detach().flatten() for p in ppo.agent.parameters()]).clone())
+        seen["params"].append(torch.cat([p.detach().flatten() for p in agent.parameters()]).clone())
         return result
 
     ppo.update = update_and_record
