@@ -69,21 +69,21 @@ def test_a_small_study_scores_its_trials_and_writes_its_report(tmp_path):
 
 
 def test_the_pruner_stops_a_run_with_sigterm(tmp_path):
-    """Two trials act greedily with their untrained network (returns about 80 on CartPole), then one acts at random
+    """Three trials act greedily with their untrained network (returns about 80 on CartPole), then one acts at random
     (about 20): below the median at its first row, it is pruned; its run ends by SIGTERM and says so in its summary."""
     space = tmp_path / "space.py"
     space.write_text(
         "def params(trial):\n"
-        "    e = 0.0 if trial.number < 2 else 1.0  # the untrained network's greedy actions, then random ones\n"
+        "    e = 0.0 if trial.number < 3 else 1.0  # the untrained network's greedy actions, then random ones\n"
         "    return {'start-e': e, 'end-e': e}\n"
     )
     out = tmp_path / "out"
     flags = ["--", "--total-timesteps", "30000", "--learning-starts", "29000", "--log-interval", "100", "--no-cuda"]
-    done = tune("--space", space, "--trials", 3, "--pruner", "median", "--poll-s", 0.2, "--out", out, *flags)
+    done = tune("--space", space, "--trials", 4, "--pruner", "median", "--prune-after", 0, "--poll-s", 0.2, "--out", out, *flags)
     assert done.returncode == 0, done.stderr[-3000:]
     study = trials(f"sqlite:///{out / 'study.db'}")
-    assert [t.state.name for t in study] == ["COMPLETE", "COMPLETE", "PRUNED"], [t.state.name for t in study]
-    (summary,) = (out / "runs" / "trial-2").glob("seed1/*/summary.json")
+    assert [t.state.name for t in study] == ["COMPLETE"] * 3 + ["PRUNED"], [t.state.name for t in study]
+    (summary,) = (out / "runs" / "trial-3").glob("seed1/*/summary.json")
     stopped = json.loads(summary.read_text())
     assert stopped["status"] == "terminated" and stopped["global_step"] < 30000, stopped["global_step"]
     assert (out / "trials.md").read_text().count("| PRUNED |") == 1

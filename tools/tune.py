@@ -17,8 +17,10 @@ target_scores; needed to average several environments). Optuna's TPE sampler by 
 studies).
 
 Pruning (--pruner median or hyperband): while a run trains, each new row of its metrics.csv with an episodic return is
-reported as an intermediate value (at the run's position in the trial times the budget, plus its global_step); a trial
-the pruner stops has its run ended by SIGTERM, which the scripts answer by writing summary.json with status
+reported as an intermediate value (at the run's position in the trial times the budget, plus its global_step), and
+none before --prune-after steps (half a run by default: a run that has just begun to learn says little of its flags) nor
+before three trials are complete; a
+trial the pruner stops has its run ended by SIGTERM, which the scripts answer by writing summary.json with status
 "terminated".
 
 The study lives in --storage: a sqlite file by default (<out>/study.db), --jobs trials at a time in this process; for
@@ -347,7 +349,8 @@ def report(study, tuner, out):
         duration = (
             (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else None
         )
-        row = dict(number=t.number, state=t.state.name, value=t.value, retries=t.system_attrs.get("failed_trial"))
+        value = t.value if t.state == optuna.trial.TrialState.COMPLETE else None  # (a pruned trial's is its last row's)
+        row = dict(number=t.number, state=t.state.name, value=value, retries=t.system_attrs.get("failed_trial"))
         row.update({n: t.params.get(n) for n in names}, duration_s=None if duration is None else round(duration, 1))
         row.update(worker=t.user_attrs.get("worker"), error=t.user_attrs.get("error"))
         rows.append(row)
@@ -425,6 +428,7 @@ def main(argv=None):
     parser.add_argument("--sampler", choices=["tpe", "random"], default="tpe")
     parser.add_argument("--sampler-seed", type=int, help="the sampler's seed (repeatable studies)")
     parser.add_argument("--pruner", choices=["median", "hyperband", "none"], default="median")
+    parser.add_argument("--prune-after", type=int, help="env steps of a trial's first run before any pruning (default: half)")
     parser.add_argument("--jobs", type=int, default=1, help="trials at once in this worker (default 1)")
     parser.add_argument("--out", help="where runs and reports go (default bench/tune-<script>)")
     parser.add_argument("--heartbeat-s", type=int, default=60, help="RDB storage: seconds between a trial's heartbeats")
@@ -483,9 +487,16 @@ def main(argv=None):
         if o.sampler == "tpe"
         else optuna.samplers.RandomSampler(seed=o.sampler_seed)
     )
-    pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=2), "hyperband": optuna.pruners.HyperbandPruner()}.get(
-        o.pruner, optuna.pruners.NopPruner()
-    )
+    # no pruning before --prune-after env steps of a trial's first run (half of it by default: what a run shows early,
+    # while it acts at random or has just begun to learn, says little of its flags), nor before 3 trials are complete
+    warmup = tuner.budget // 2 if o.prune_after is None else o.prune_after
+    runs = len(o.seeds) * len(o.env_ids)
+    if o.pruner == "median":
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup)
+    elif o.pruner == "hyperband":
+        pruner = optuna.pruners.HyperbandPruner(min_resource=max(warmup, 1), max_resource=tuner.budget * runs)
+    else:
+        pruner = optuna.pruners.NopPruner()
     study = optuna.create_study(
         study_name=o.study_name, storage=storage, sampler=sampler, pruner=pruner, direction=o.direction, load_if_exists=True
     )
