@@ -79,7 +79,9 @@ def test_the_pruner_stops_a_run_with_sigterm(tmp_path):
     )
     out = tmp_path / "out"
     flags = ["--", "--total-timesteps", "30000", "--learning-starts", "29000", "--log-interval", "100", "--no-cuda"]
-    done = tune("--space", space, "--trials", 4, "--pruner", "median", "--prune-after", 0, "--poll-s", 0.2, "--out", out, *flags)
+    done = tune(
+        "--space", space, "--trials", 4, "--pruner", "median", "--prune-after", 0, "--poll-s", 0.2, "--out", out, *flags
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     study = trials(f"sqlite:///{out / 'study.db'}")
     assert [t.state.name for t in study] == ["COMPLETE"] * 3 + ["PRUNED"], [t.state.name for t in study]
