@@ -24,6 +24,8 @@ from packaging.utils import canonicalize_name
 tables = load_tool(ROOT / "tools" / "tables.py")  # the README's tables' writer
 
 README = ROOT / "README.md"
+SPEED = ROOT / "doc" / "speed.md"  # the speed tables and the flag advice
+LEARNING = ROOT / "doc" / "results" / "learning.md"
 USAGE = ROOT / "doc" / "usage.md"
 STEMS = sorted(p.stem for p in SCRIPTS.glob("*.py"))
 # The README's names of the algorithms, and run.sh's
@@ -50,7 +52,7 @@ OTHER_TOOLS = {
     "--logdir",
     "--results",  # tools/envpool_rate.py's
 }
-RESULTS_LINK = re.compile(r"\]\((doc/results/[\w-]+/results\.md)\)")  # a link to a results page
+RESULTS_LINK = re.compile(r"\]\((results/[\w-]+/results\.md)\)")  # a link from doc/speed.md to a results page
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 
 
@@ -91,12 +93,12 @@ def column(header):
 
 
 def cpu_table_text():
-    """The README's CPU speed table (the Xeon's), between its markers."""
-    return README.read_text().split("<!-- table: cpu -->", 1)[1].split("<!-- /table -->", 1)[0]
+    """doc/speed.md's CPU speed table (the Xeon's), between its markers."""
+    return SPEED.read_text().split("<!-- table: cpu -->", 1)[1].split("<!-- /table -->", 1)[0]
 
 
 def readme_speed_table():
-    """{algorithm: {column: cell}} from the README's CPU speed table."""
+    """{algorithm: {column: cell}} from doc/speed.md's CPU speed table."""
     table = {}
     for row in table_rows(cpu_table_text()):
         name = next(n for n in ALGORITHMS if row["algorithm"].startswith(n + " "))
@@ -105,23 +107,27 @@ def readme_speed_table():
 
 
 def readme_speed_headers():
-    """The README's CPU speed table's headers as written."""
+    """doc/speed.md's CPU speed table's headers as written."""
     line = next(line for line in cpu_table_text().splitlines() if line.startswith("|"))
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def test_the_pages_tables_are_the_results_files_():
-    """The README's tables (quick start, GPU, CPU, beside-LeanRL, learning), doc/tricks.md's timings and doc/usage.md's
-    checkpoint costs are as tools/tables.py writes them from the results files (each names the machine and the commit);
-    an edited cell is told apart."""
+    """The README's tables (what is proven, the quick start, the sizes), doc/speed.md's (GPU, CPU, beside LeanRL's, best
+    against best), the learning page's, doc/tricks.md's timings and doc/usage.md's checkpoint costs are as
+    tools/tables.py writes them from the results files (each names the machine and the commit); an edited cell is told
+    apart."""
     for page in tables.PAGES:
         text = page.read_text()
         assert tables.written(text, page) == text, (
             f"{page.name}'s tables differ from the results files': run python tools/tables.py"
         )
-    text = README.read_text()
+    text = SPEED.read_text()
     cell = "| 1,563 |"
-    assert cell in text and tables.written(text.replace(cell, "| 1,564 |", 1)) == text
+    assert cell in text and tables.written(text.replace(cell, "| 1,564 |", 1), SPEED) == text
+    text = README.read_text()
+    cell = ": 1.47x |"
+    assert cell in text and tables.written(text.replace(cell, ": 1.48x |", 1)) == text
     text = tables.TRICKS.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| ppo_atari, 128 x 8 | fast |"))
     assert tables.written(text.replace(row, row.replace("| fast |", "| fast! |"), 1), tables.TRICKS) == text
@@ -135,42 +141,20 @@ def test_the_readme_s_cpu_command_is_the_one_timed():
         assert f"python {micro.QUICKSTART}" in f.read()
 
 
-def test_the_gpu_quick_start_s_time_is_the_gpu_table_s():
-    """Get started on a GPU: the rate it quotes is the GPU table's PPO Atari figure (an H100, at the commit it names),
-    the compilation time that run's burn-in on its results page, and the time it gives the command's budget at that
-    rate after that burn-in."""
-    text = README.read_text()
-    started = " ".join(section(text, "### On a GPU").split())
-    (row,) = [r for r in table_rows(section(text, "## Speed on a GPU")) if r["algorithm"].startswith("PPO Atari ")]
-    fast = row["fast `--compile --cudagraphs`"].split(" (")[0]
-    commit = row["GPU, commit"].split(", ")[-1]
-    assert f"at the {fast} steps/s of an H100's short run of git {commit}" in started and "H100" in row["GPU, commit"]
-    page = ROOT / RESULTS_LINK.search(row["GPU, commit"]).group(1)
-    (run,) = [r for r in table_rows(page.read_text()) if (r["algorithm"], r["variant"]) == ("ppo_atari", "compile_cudagraphs")]
-    warmup = number(run["warm-up s"])
-    assert f"after {warmup:.0f} s of compilation" in started, warmup
-    budget = int(
-        re.search(r"ppo_atari_torchcompile\.py [^`\n]*--total-timesteps (\d+)", section(text, "### On a GPU")).group(1)
-    )
-    steps = budget // 1024 * 1024  # 8 envs x 128 steps an iteration, whole iterations
-    minutes = (warmup + (steps - tables.GPU_BURNIN_STEPS["ppo_atari"]) / number(fast)) / 60
-    assert f"it would take about {minutes:.1f} minutes" in started, minutes
-
-
 def test_the_gpu_section_says_where_its_figures_come_from():
-    """The GPU section names, for each results page it links, the GPU and the commit of the scripts that ran (the page's
-    machine record), says "one seed" where a row is one run, and, until a GPU results page holds LeanRL's files
-    beside ours, says that which is faster on a GPU is not yet measured."""
-    text = section(README.read_text(), "## Speed on a GPU")
+    """doc/speed.md's GPU section names, for each results page it links, the GPU and the commit of the scripts that ran
+    (the page's machine record), says "one seed" where a row is one run, and, until a GPU results page holds LeanRL's
+    files beside ours, says that which is faster on a GPU is not yet measured."""
+    text = section(SPEED.read_text(), "## On a GPU")
     prose = " ".join(line for line in text.splitlines() if not line.startswith("|"))
     prose = " ".join(prose.split())
     pages = {link for link in RESULTS_LINK.findall(text)}
     assert pages
     for link in pages:
-        record = ((ROOT / link).parent / "machine.md").read_text()
+        record = ((ROOT / "doc" / link).parent / "machine.md").read_text()
         gpu = re.search(r"gpu: NVIDIA (\w+)", record).group(1)
         assert f"an {gpu}" in prose, (link, gpu)
-        runs = [r["runs"] for r in table_rows((ROOT / link).read_text()) if "runs" in r]
+        runs = [r["runs"] for r in table_rows((ROOT / "doc" / link).read_text()) if "runs" in r]
         if "1/1" in runs:
             assert re.search(r"\bone seed\b", prose, re.I), link
     gpu_pages = [
@@ -181,8 +165,10 @@ def test_the_gpu_section_says_where_its_figures_come_from():
         assert "faster on a GPU is not yet measured" in prose
 
 
-# The README's first screen: a GPU user and a CPU user each reach their training command within it
-FIRST_SCREEN = 45
+# The README's first screen says why (what is proven, as a table) within WHY lines; a GPU user and a CPU user reach their
+# training command within FIRST_SCREEN lines (tall screens; the tables above them are what a newcomer reads first)
+WHY = 25
+FIRST_SCREEN = 60
 
 
 def commands(text):
@@ -196,9 +182,11 @@ def commands(text):
 
 
 def test_get_started_comes_first_and_gets_the_code():
-    """Get started is the README's first section; its first block clones the project and enters it, then makes the
-    environment; the picture comes after the training commands."""
+    """The README opens with what the collection is and what is proven (the table written from the results files);
+    Get started is its first section; its first block clones the project and enters it, then makes the environment;
+    the picture comes after the training commands."""
     text = README.read_text()
+    assert text.splitlines().index("<!-- table: proven -->") < text.splitlines().index("<!-- /table -->") < WHY
     assert re.findall(r"^## .+", text, flags=re.M)[0] == "## Get started"
     intro = text.split("\n### ", 1)[0].split("## Get started\n", 1)[1]
     clone, enter, venv, activate = commands(intro)
@@ -224,6 +212,8 @@ def test_every_get_started_form_installs_then_trains_one_command_a_line():
     install, tests = commands(section(text, "### The tests"))
     assert install == "pip install -r requirements/requirements-dev.txt -c requirements/constraints-cpu.txt"
     assert tests.startswith("python -m pytest") and "torch>=2.11,<2.14" in requirements
+    # a GPU install is told to keep its own pins for the tests' install
+    assert "use `-c requirements/constraints-gpu.txt` instead" in " ".join(section(text, "### The tests").split())
     # each install pins the versions that ran: the CPU's, the GPU's
     for form, constraints in [("### On a GPU", "constraints-gpu.txt"), ("### On a CPU", "constraints-cpu.txt")]:
         requirement = next(c for c in commands(section(text, form)) if "-r requirements/requirements.txt" in c)
@@ -297,19 +287,19 @@ def test_the_headline_caption_is_the_learning_page_s():
 
 
 def test_the_flag_advice_names_the_three_cpus_and_types_no_figure():
-    """ "Which file and which flags": the three 2-core CPUs measured, each with its results pages linked; the
-    speed-ups are theirs, so its prose types no ratio."""
-    text = section(README.read_text(), "## Which file and which flags")
+    """doc/speed.md's "Which file and which flags": the three 2-core CPUs measured, each with its results pages linked;
+    the speed-ups are theirs, so its prose types no ratio."""
+    text = section(SPEED.read_text(), "## Which file and which flags")
     prose = " ".join(line for line in text.splitlines() if not line.startswith("|"))
     assert "three 2-core CPUs were measured" in " ".join(prose.split())
     for page in ["cpu-2core-xeon", "cpu-2core", "cpu-2core-dqn-leanrl", "cpu-2core-ppo-atari-leanrl"]:
-        assert f"(doc/results/{page}/results.md)" in prose, page
+        assert f"(results/{page}/results.md)" in prose, page
     assert not re.findall(r"\d+\.\d+x", prose), "a ratio typed into the flag advice"
 
 
 def test_an_algorithm_missing_from_the_cpu_table_is_said_to_be_missing():
     """An algorithm that the CPU table beside LeanRL's lacks is named under it as not in the table, with why."""
-    text = " ".join(section(README.read_text(), "## Speed on a CPU").split())
+    text = " ".join(section(SPEED.read_text(), "## On a CPU, beside LeanRL's own files").split())
     for name, algorithm in ALGORITHMS.items():
         if algorithm not in readme_speed_table():
             assert re.search(rf"{name} is not in this table: [^.]*not been run", text), name
@@ -343,14 +333,13 @@ def test_no_script_imports_another_file_of_the_project():
 
 
 def learning_page_rows():
-    page = ROOT / "doc" / "results" / "learning.md"
-    return [r for r in table_rows(page.read_text()) if "file and flags" in r]
+    return [r for r in table_rows(LEARNING.read_text()) if "file and flags" in r and "run" in r]
 
 
 def test_the_learning_table_is_the_learning_page_s():
     """Each row: the learning page's final return for that file, flags and seed (mean ± std over the seeds where
     several, as CleanRL counts: the sample std), and CleanRL's figure as the page gives it."""
-    rows = table_rows(section(README.read_text(), "## Learning at CleanRL's budgets"))
+    rows = table_rows(section(LEARNING.read_text(), "## In short"))
     assert len(rows) >= 5
     page = learning_page_rows()
     for row in rows:
@@ -369,20 +358,9 @@ def test_the_learning_table_is_the_learning_page_s():
         assert abs(number(said[0]) - mean) <= 1 and abs(number(said[1]) - std) <= 1, (row, mean, std)
 
 
-def test_the_learning_prose_quotes_the_learning_page():
-    """Every figure in the learning section's prose (the seeds, the episodes counted) is on the learning page."""
-    prose = "\n".join(line for line in section(README.read_text(), "## Learning at CleanRL's budgets").splitlines()
-                      if not line.startswith("|"))  # fmt: skip
-    page = (ROOT / "doc" / "results" / "learning.md").read_text()
-    figures = re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", prose)
-    assert len(figures) >= 2
-    for figure in figures:
-        assert figure in page, f"the README's learning section says {figure}; the learning page does not"
-
-
 def test_the_roofline_figures_are_the_roofline_page_s():
     """The roofline figures that the README's CPU section links to, on doc/results/README.md, are the roofline page's."""
-    assert "doc/results/README.md#what-the-cpu-pages-show" in section(README.read_text(), "## Speed on a CPU")
+    assert "results/README.md#what-the-cpu-pages-show" in section(SPEED.read_text(), "## On a CPU, beside LeanRL's own files")
     text = (ROOT / "doc" / "results" / "README.md").read_text()
     sentence = text[text.index("[roofline.md](cpu-2core/roofline.md)") :].split("\n\n")[0]
     page = (ROOT / "doc" / "results" / "cpu-2core" / "roofline.md").read_text()
@@ -473,10 +451,11 @@ def slug(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-PAGES = [README, USAGE, ROOT / "doc/scaling.md", ROOT / "doc/testing.md", ROOT / "doc/results/learning.md"]
+PAGES = [README, USAGE, SPEED, ROOT / "doc/scaling.md", ROOT / "doc/testing.md", LEARNING, ROOT / "doc/tricks.md"]
+PAGES += [ROOT / "doc/gpu.md", ROOT / "doc/tuning.md", ROOT / "doc/sizes.md", ROOT / "doc/results/README.md"]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_link_leads_somewhere(page):
     """Each relative link names a file that exists, and each #anchor a heading of that file."""
     for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
@@ -492,18 +471,98 @@ def test_every_link_leads_somewhere(page):
 
 def test_the_stripped_sizes_are_the_size_table_s():
     """Using a file in your own code: the stripped files' line ranges and their ratios to CleanRL's (baselines) and
-    LeanRL's (fast files) files, whole and less their logging, are those of doc/sizes.md's table."""
+    LeanRL's (fast files) files whole, and the whole files' lengths, are those of doc/sizes.md's table."""
     text = " ".join(section(README.read_text(), "## Using a file in your own code").split())
     from test_files import size_table, stripped_ratios
 
     b, f = stripped_ratios(size_table())["baselines"], stripped_ratios(size_table())["fast"]
-    sentence = f"Stripped, a baseline has {b[0]}-{b[1]} lines, {b[2]}-{b[3]}x its CleanRL file whole and {b[4]}-{b[5]}x"
-    sentence += f" less its logging; a fast file {f[0]}-{f[1]}, {f[2]}-{f[3]}x its LeanRL file whole and {f[4]}-{f[5]}x"
-    sentence += " less its logging"
+    sentence = f"Stripped, a baseline has {b[0]}-{b[1]} lines, {b[2]}-{b[3]}x its CleanRL file whole; a fast file"
+    sentence += f" {f[0]}-{f[1]}, {f[2]}-{f[3]}x its LeanRL file whole. The whole files, with what runs the run, have"
     assert sentence in text, sentence
 
 
-def test_the_readme_is_at_most_2000_words():
+def test_the_readme_is_at_most_1200_words():
     """What a reader reads: the words, outside the HTML comments that mark the written tables."""
     words = re.sub(r"<!--.*?-->", " ", README.read_text()).split()
-    assert len(words) <= 2000, len(words)
+    assert len(words) <= 1200, len(words)
+
+
+# A measured quantity in prose: a ratio, a percentage, a rate or a time (a range's ends each); a figure in a code span, a
+# quotation (an error message) or a link's target is not prose
+MEASURED = re.compile(
+    r"(?<![\w.,-])(\d[\d,]*(?:\.\d+)?)(?:-(\d[\d,]*(?:\.\d+)?))?"
+    r"(x\b|%| ?steps/s| s\b| min\b| minutes\b| h\b| hours\b| seconds\b| ms\b| µs\b)"
+)
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+# A setting, not a measurement: the figure a flag is set to or a bound the code keeps ("at most 10 s")
+SETTING = re.compile(r"(`--[\w-]+`[^.;()]{0,12}[(,]? ?|at most )$")
+
+
+def held(figure, unit, source):
+    """Whether the source holds the figure: as written, as a number that rounds to it, or (a ratio) as the ratio of two
+    of its numbers, rounded as the figure is."""
+    if re.search(rf"(?<![\d.,]){re.escape(figure)}(?![\d,]|\.\d)", source):
+        return True
+    places = len(figure.split(".")[1]) if "." in figure else 0
+    want = float(figure.replace(",", ""))
+    numbers = {float(n.replace(",", "")) for n in NUMBER.findall(source)}
+    if any(round(n, places) == want for n in numbers):
+        return True
+    return unit == "x" and any(b and round(a / b, places) == want for a in numbers for b in numbers)
+
+
+def untraced_figures(page):
+    """(figure, its sentence) for each measured figure in the page's prose that neither the page's tables (written or
+    typed) nor a file its paragraph links (with the machine record, notes and results of a results folder) hold."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    tabled = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+    tabled += "".join(re.findall(r"<!-- table: [\w-]+ -->(.*?)<!-- /table -->", text, flags=re.S))
+    text = re.sub(r"<!-- table: [\w-]+ -->.*?<!-- /table -->", "", text, flags=re.S)
+    found = []
+    for paragraph in text.split("\n\n"):
+        lines = [line for line in paragraph.splitlines() if not line.startswith(("|", "#"))]
+        paragraph = " ".join(lines)
+        cited = ""
+        for link in re.findall(r"\]\(([^)#\s]+)", paragraph):
+            path = (page.parent / link).resolve()
+            if re.match(r"\w+://", link) or not path.is_file() or path.suffix not in (".md", ".csv", ".json"):
+                continue
+            cited += path.read_text()
+            if path.parent.parent.name == "results":  # a results folder's record, notes and results
+                cited += "".join((path.parent / f).read_text() for f in RESULTS_FILES if (path.parent / f).is_file())
+        # a code span goes, but a flag stays for SETTING
+        prose = re.sub(r"`[^`]*`", lambda m: m.group(0) if m.group(0).startswith("`--") else "`", paragraph)
+        prose = re.sub(r'\]\([^)]*\)|"[^"]*"', "]", prose)
+        for m in MEASURED.finditer(prose):
+            if SETTING.search(prose[: m.start()]):
+                continue
+            for figure in filter(None, m.group(1, 2)):
+                if not held(figure, m.group(3), tabled + cited):
+                    found.append((figure + m.group(3), prose[max(0, m.start() - 80) : m.end() + 20]))
+    return found
+
+
+RESULTS_FILES = ["machine.md", "notes.md", "results.md", "results.csv"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_measured_figure_in_prose_is_traced(page):
+    """A ratio, percentage, rate or time in a page's prose is in one of the page's tables or in a file its paragraph
+    links (a results folder's record, notes and results with it): a figure typed from memory, extrapolated or left
+    from an old run fails here, naming its sentence."""
+    assert not untraced_figures(page), untraced_figures(page)
+
+
+def test_an_untraced_figure_is_caught(tmp_path):
+    """The trace check can fail: a typed rate, a ratio no two figures give, a range's ends; a quotation, a flag's
+    value and a bound pass."""
+    results = tmp_path / "results" / "m"
+    results.mkdir(parents=True)
+    (results / "results.md").write_text("| a | 1,292 | 2,462 |\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        'It ran at 2,462 steps/s, 1.91x the baseline ([m](results/m/results.md)); the error said "within 60 seconds"'
+        " and `--grace-s` (180 s) waits at most 10 s.\n\nIt ran at 2,500 steps/s, 1.95x, 1,292-1,400 steps/s.\n"
+    )
+    # a paragraph's sources are its own links: the second cites nothing
+    assert [f for f, _ in untraced_figures(page)] == ["2,500 steps/s", "1.95x", "1,292 steps/s", "1,400 steps/s"]

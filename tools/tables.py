@@ -1,6 +1,6 @@
-"""The README's speed and learning tables, doc/tricks.md's micro-benchmark tables and doc/usage.md's checkpoint costs,
-written from the results files they come from (doc/results/<machine>/results.csv, micro.csv, checkpoint_cost.csv and
-machine.json), between the pages' `<!-- table: NAME -->` and `<!-- /table -->` lines.
+"""The README's first tables, doc/speed.md's and the learning page's tables, doc/tricks.md's micro-benchmark tables and
+doc/usage.md's checkpoint costs, written from the results files they come from (doc/results/<machine>/results.csv, micro.csv,
+checkpoint_cost.csv and machine.json), between the pages' `<!-- table: NAME -->` and `<!-- /table -->` lines.
 
     python tools/tables.py            # rewrites them
     python tools/tables.py --check    # says whether the pages hold them as the results files give them
@@ -91,8 +91,12 @@ def figure(x):
 
 
 def gpu_table():
-    lines = ["| algorithm | GPU, commit | baseline steps/s | fast `--compile --cudagraphs` | timed (fast / baseline) |"]
-    lines.append("| --- | --- | --- | --- | --- |")
+    """The GPU runs, and what the 2-core Xeon of the CPU table ran at on the same budgets (its baseline, and its fast
+    file at its best): on these short budgets, the GPU's baselines were no faster than a 2-core CPU's."""
+    xeon = runs("cpu-2core-xeon")
+    lines = ["| algorithm | GPU, commit | baseline steps/s | fast `--compile --cudagraphs` | timed (fast / baseline) "
+             "| the 2-core Xeon, the same budget: baseline / fast at best |"]  # fmt: skip
+    lines.append("| --- | --- | --- | --- | --- | --- |")
     for algorithm, name in ALGORITHMS.items():
         folder = GPU_FOLDERS.get(algorithm, "h100-16core")
         rows, gpu = runs(folder), machine(folder)["gpu"].split(",")[0].replace("NVIDIA ", "").split()[0]
@@ -105,7 +109,11 @@ def gpu_table():
             figure(base),
             f"{figure(fast)} ({fast / base:.2f}x)",
         ]
-        lines.append("| " + " | ".join(cells + [f"{timed[0]:.1f} s / {timed[1]:.1f} s"]) + " |")
+        cpu = "not run at this budget"
+        if sps(xeon, algorithm, "baseline"):
+            top = best(xeon, algorithm, OURS_FAST)[1]
+            cpu = f"{figure(statistics.median(sps(xeon, algorithm, 'baseline')))} / {figure(top)}"
+        lines.append("| " + " | ".join(cells + [f"{timed[0]:.1f} s / {timed[1]:.1f} s", cpu]) + " |")
     return lines
 
 
@@ -313,7 +321,7 @@ def learning_runs_table():
             said = "yes" if got >= mean - std else "no"
             if r["status"] != "finished":
                 said = f"not known: {r['status']} at {int(r['global_step']):,} of {budget:,}"
-            ref = cleanrl(algorithm, r["env_id"])  # as the README's learning table gives it
+            ref = cleanrl(algorithm, r["env_id"])  # as the learning table above it gives it
             hours = float(r["wall_time_s"]) / 3600
             wall = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
             cells = [name, f"`{shown}`", f"[{folder}]({folder}/results.md)", r["seed"], f"{int(r['global_step']):,}",
@@ -440,6 +448,7 @@ def quickstart_line():
 
 TUNE = "cpu-2core-tune"  # the published small study of doc/tuning.md
 TUNING = ROOT / "doc" / "tuning.md"
+SPEED = ROOT / "doc" / "speed.md"
 
 
 def tune_table():
@@ -474,18 +483,130 @@ def tune_table():
     return lines
 
 
+# The README's first table: each algorithm's speed beside LeanRL's own files (best against best, and flag for flag) and
+# its return at CleanRL's budget. (the speed's results folder; the learning table's row of the fast file)
+PROVEN = {
+    "ppo_atari": ("cpu-2core-xeon", "PPO Atari, Breakout-v5, 10M"),
+    "ppo_continuous_action": ("cpu-2core-xeon", "PPO continuous, HalfCheetah-v4, 1M"),
+    "sac_continuous_action": ("cpu-2core-xeon", "SAC, HalfCheetah-v4, 1M"),
+    "td3_continuous_action": ("cpu-2core-xeon", "TD3, HalfCheetah-v4, 1M"),
+    "dqn": ("cpu-2core-dqn-leanrl", "DQN, CartPole-v1, 500k"),
+}
+OURS_FAST = ["fast", "compile"]  # our fast file's variants that both machines ran (without flags, --compile)
+PEERS = ["leanrl", "leanrl_fast", "leanrl_compile"]
+
+
+def best(rows, algorithm, variants):
+    """The variant with the highest median steps/s among these, and that median."""
+    medians = {v: statistics.median(sps(rows, algorithm, v)) for v in variants if sps(rows, algorithm, v)}
+    top = max(medians, key=medians.get)
+    return top, medians[top]
+
+
+def proven_table():
+    """The README's first screen: speed beside LeanRL's own files on a 2-core CPU (ours at our best beside LeanRL's at
+    its best, and both fast files with --compile), and the fast file's training return at CleanRL's budget beside
+    CleanRL's, from the results files; the machines and commits above."""
+    named = {"fast": "fast", "compile": "fast `--compile`", "leanrl": "baseline", "leanrl_fast": "fast"}
+    named["leanrl_compile"] = "fast `--compile`"
+    folders = sorted({folder for folder, _ in PROVEN.values()}, reverse=True)
+    where = "; ".join(f"[{cpu_words(machine(f))}](doc/results/{f}/notes.md), commit {commit(machine(f))}" for f in folders)
+    lines = [f"Steps/s, the median of 2 seeds, ours and LeanRL's files run unchanged in one benchmark: {where}.", ""]
+    header = "| algorithm | steps/s: ours at best / LeanRL's at best | both `--compile` "
+    lines.append(header + "| return at CleanRL's budget: the fast file / CleanRL's |")
+    lines.append("| --- | --- | --- | --- |")
+    learned = [(row.split(" | ")[0].lstrip("| "), row.split(" | ")) for row in learning_table()[2:]]
+    for algorithm, (folder, learning_row) in PROVEN.items():
+        rows = runs(folder)
+        (ours, a), (theirs, b) = best(rows, algorithm, OURS_FAST), best(rows, algorithm, PEERS)
+        c, d = (statistics.median(sps(rows, algorithm, v)) for v in ("compile", "leanrl_compile"))
+        speed = f"{figure(a)} ({named[ours]}) / {figure(b)} ({named[theirs]}): {a / b:.2f}x"
+        compiled = f"{figure(c)} / {figure(d)}: {c / d:.2f}x"
+        # the fast file's run with the flags of our fastest variant, else its run with other flags (named)
+        fast = [cells for name, cells in learned if name == learning_row and "torchcompile" in cells[1]]
+        flagged = {"fast": lambda c: c[1].endswith(".py`"), "compile": lambda c: c[1].endswith(" --compile`")}[ours]
+        fast = [cells for cells in fast if flagged(cells)] or fast
+        if fast:
+            cells = fast[0]
+            seeds = len(cells[2].split(","))
+            flags = cells[1].strip("`").split(" ", 1)[1:]
+            said = f"`{flags[0]}`, " if flags else "no flags, "
+            ret = f"{cells[3]} ({said}{seeds} seed{'s' if seeds > 1 else ''}) / {cells[4].rstrip(' |')} (3)"
+        else:
+            ret = "not run to its end yet ([learning.md](doc/results/learning.md))"
+        lines.append(f"| {ALGORITHMS[algorithm].split(' (')[0]} | {speed} | {compiled} | {ret} |")
+    return lines
+
+
+def best_table():
+    """Best against best: on each machine where LeanRL's files ran beside ours, each side at its fastest variant."""
+    named = {"baseline": "baseline", "fast": "fast", "compile": "fast `--compile`", "leanrl": "baseline"}
+    named.update(leanrl_fast="fast", leanrl_compile="fast `--compile`")
+    lines = [
+        "| algorithm | machine, commit | ours at best | LeanRL's at best | ours / LeanRL's |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for folder in [
+        "cpu-2core-xeon",
+        "cpu-2core-dqn-leanrl",
+        "cpu-2core-ppo-atari-leanrl",
+        "cpu-2core-ppo-atari-leanrl-same-malloc",
+    ]:
+        rows, info = runs(folder), machine(folder)
+        for algorithm in ALGORITHMS:
+            if not sps(rows, algorithm, "leanrl_compile"):
+                continue
+            ours = best(rows, algorithm, [v for v in ("baseline", "fast", "compile") if sps(rows, algorithm, v)])
+            theirs = best(rows, algorithm, [v for v in PEERS if sps(rows, algorithm, v)])
+            where = f"[{cpu_words(info)}](doc/results/{folder}/notes.md), {commit(info)}"
+            cells = [f"{figure(x)} ({named[v]})" for v, x in (ours, theirs)]
+            lines.append(f"| {ALGORITHMS[algorithm]} | {where} | {cells[0]} | {cells[1]} | {ours[1] / theirs[1]:.2f}x |")
+    return lines
+
+
+def on_doc_page(table):
+    """A README table written into a page of doc/: its links to doc/results/ made relative to doc/."""
+    return lambda: [line.replace("(doc/results/", "(results/") for line in table()]
+
+
+def sizes_line():
+    """The README's line on the files' sizes, from doc/sizes.md's table (tools/sizes.py): the stripped files beside
+    their anchors' whole files, and the whole files, appendix included."""
+    table = (ROOT / "doc" / "sizes.md").read_text().split("<!-- sizes -->")[1].split("<!-- /sizes -->")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    base, fast, whole, ratio = [], [], [], []
+    for name, lines, _, stripped, cleanrl, leanrl in rows:
+        anchor = cleanrl if "torchcompile" not in name else leanrl
+        if stripped == "-" or anchor == "-":
+            continue
+        theirs = int(anchor.split(" / ")[0])
+        (fast if "torchcompile" in name else base).append((int(stripped), int(stripped) / theirs))
+        whole.append(int(lines))
+        ratio.append(int(lines) / theirs)
+    span = lambda xs, f="{:.2f}": f"{f.format(min(xs))}-{f.format(max(xs))}"  # noqa: E731
+    return [
+        f"Stripped, a baseline has {span([b[0] for b in base], '{}')} lines, {span([b[1] for b in base])}x its CleanRL"
+        f" file whole; a fast file {span([f[0] for f in fast], '{}')}, {span([f[1] for f in fast])}x its LeanRL file"
+        f" whole. The whole files, with what runs the run, have {span(whole, '{:,}')} lines, {span(ratio)}x their"
+        f" anchors' ([sizes.md](doc/sizes.md))."
+    ]
+
+
 PAGES = {
-    README: {
-        "quickstart": quickstart_line,
-        "gpu": gpu_table,
-        "cpu": cpu_table,
-        "beside-leanrl": beside_leanrl_table,
-        "learning": learning_table,
+    README: {"proven": proven_table, "quickstart": quickstart_line, "sizes": sizes_line},
+    SPEED: {
+        name: on_doc_page(table)
+        for name, table in [
+            ("gpu", gpu_table),
+            ("cpu", cpu_table),
+            ("beside-leanrl", beside_leanrl_table),
+            ("best", best_table),
+        ]
     },
     USAGE: {"checkpoint-cost": checkpoint_table, "fresh-install": fresh_install_table},
     TESTING: {"suite": suite_line},
     TUNING: {"tune": tune_table},
-    LEARNING_PAGE: {"learning-runs": learning_runs_table},
+    LEARNING_PAGE: {"learning": learning_table, "learning-runs": learning_runs_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
     RESULTS / "cpu-2core" / "roofline.md": {"roofline-compile": roofline_compile_table},
