@@ -112,8 +112,9 @@ variant_help() { # default|quick|other: --help's lines for those variants
 # runs.tsv: one row per attempted run (each Slurm task writes its own, tasks/PLAN.INDEX.tsv, gathered into runs.tsv
 # by aggregate). Its columns, defined here once: its header is runs_row "${RUNS_COLUMNS[@]}", every row is written by
 # runs_row in this order, and aggregate.py reads the rows by the names in the header.
-RUNS_COLUMNS=(algorithm variant seed status exit_code summary log command)
-runs_row() { # algorithm variant seed status exit_code summary log command: one row of runs.tsv on stdout
+# launched: the run's start, in seconds since the epoch (aggregate.py counts its time to the first update from it)
+RUNS_COLUMNS=(algorithm variant seed status exit_code summary log command launched)
+runs_row() { # algorithm variant seed status exit_code summary log command launched: one row of runs.tsv on stdout
     local IFS=$'\t'
     if [ $# -ne ${#RUNS_COLUMNS[@]} ]; then
         echo "run.sh: bug: a runs.tsv row of $# fields for ${#RUNS_COLUMNS[@]} columns: $*" >&2
@@ -575,7 +576,7 @@ if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ] && [ "$SLURM" = 0 ]; then # plan.tsv: 
 fi
 
 run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appended to record (a file per Slurm task)
-    local i=$1 record=$2 cpus=$3 gpu=$4 start=$SECONDS rc summary summary_rel status info pin=()
+    local i=$1 record=$2 cpus=$3 gpu=$4 start=$SECONDS rc summary summary_rel status info launched pin=()
     local a=${P_ALGO[$1]} v=${P_VARIANT[$1]} s=${P_SEED[$1]} log=${P_LOG[$1]} rundir=${P_RUNDIR[$1]} shown=${P_SHOWN[$1]}
     local name="${a}__${v}__seed${s}" file="$SCRIPTS_DIR/$(variant_file "$a" "$v")" where=""
     if peer_variant "$v"; then file="$LEANRL/leanrl/$(peer_file "$a" "$v")"; fi
@@ -591,13 +592,15 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     fi
     if [ ! -f "$file" ]; then
         echo "[$((i + 1))/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
-        runs_row "$a" "$v" "$s" missing "" "" "" "$shown" >>"$record"
+        runs_row "$a" "$v" "$s" missing "" "" "" "$shown" "" >>"$record"
         return 1
     fi
     if [ -n "$cpus" ]; then pin=(env "OMP_NUM_THREADS=$(($(tr -cd , <<<"$cpus" | wc -c) + 1))" taskset -c "$cpus") where=" [cores $cpus]"; fi
     if [ -n "$gpu" ]; then pin=(env "CUDA_VISIBLE_DEVICES=$gpu" ${pin[@]+"${pin[@]}"}) where+=" [GPU $gpu]"; fi
     echo "[$((i + 1))/$TOTAL] $name: $shown$where"
     [ -n "$checkpoint" ] || : >"$OUT/$log"
+    launched=${EPOCHREALTIME:-$(date +%s)} # (bash 5's clock, to the microsecond)
+    launched=${launched/,/.}
     if [ -n "$RUN_TASK" ]; then # a Slurm task: the run in the background, so that the task's traps pass signals on
         ${pin[@]+"${pin[@]}"} "${cmd[@]}" >>"$OUT/$log" 2>&1 </dev/null &
         RUNNING=$!
@@ -622,7 +625,7 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     else
         status=failed
     fi
-    runs_row "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" >>"$record"
+    runs_row "$a" "$v" "$s" "$status" "$rc" "$summary_rel" "$log" "$shown" "$launched" >>"$record"
     if [ "$status" = finished ]; then
         info="$("$PYTHON" -c 'import json, sys; s = json.load(open(sys.argv[1])); r = s.get("episodic_return")
 print("%.1f steps/s, return %s" % (s.get("sps") or 0, "-" if r is None else "%.1f" % r))' "$summary" 2>/dev/null)"
@@ -648,7 +651,7 @@ if [ -n "$RUN_TASK" ]; then # one task of the array: its own record file, no agg
     record="$OUT/tasks/${RUN_TASK/:/.}.tsv"
     # what stays if Slurm kills the task (SIGKILL: a node lost, the end of the grace after SIGTERM): the run as failed;
     # run_one replaces it. On SIGTERM (the time limit, scancel) the task waits for its run, which ends as "terminated".
-    runs_row "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" failed "" "" "${P_LOG[$i]}" "${P_SHOWN[$i]}" >"$record"
+    runs_row "${P_ALGO[$i]}" "${P_VARIANT[$i]}" "${P_SEED[$i]}" failed "" "" "${P_LOG[$i]}" "${P_SHOWN[$i]}" "" >"$record"
     # SIGTERM (preemption, scontrol requeue, the time limit) reaches the run from Slurm itself; SIGUSR1
     # (--signal=B:USR1@120: the time limit is near) reaches the task alone, which passes it on. Either way the run
     # checkpoints and stops; after SIGUSR1 the task requeues itself, to go on from it

@@ -654,7 +654,7 @@ class Run:
         self.resumes = self.part["resumes"] + 1
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
-        self.learning_start = self.burnin_end = self.end = None
+        self.learning_start = self.burnin_end = self.end = self.first_update_at = None
         # the values the rows log, their last (tensors kept where they are until a row reads them)
         self.logged = dict(saved["logged"]) if saved else {}
         self.step_at = self.part["step"]  # the loop's last step
@@ -759,7 +759,7 @@ class Run:
         """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
         began; the burn-in ends with its --measure-burnin-th update."""
         if updates and self.learning_start is None:
-            self.learning_start = self.tick
+            self.learning_start, self.first_update_at = self.tick, time.time()
             if self.args.measure_burnin == 0:
                 self.burnin_end = (self.tick, self.step_at)
         self.updates += updates
@@ -864,6 +864,11 @@ class Run:
         summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
         summary["warmup_s"] = self.so_far(global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        # when this process's first update ended (run.sh counts from the launch), and whether torch.compile found its
+        # cache cold (graphs compiled anew) or warm (every graph from the cache): inductor's own counters
+        cache = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {}).get("inductor", {})
+        compile_cache = dict(hits=cache.get("fxgraph_cache_hit", 0), misses=cache.get("fxgraph_cache_miss", 0))
+        summary.update(first_update_at=self.first_update_at, compile_cache=compile_cache)
         self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
         if evals:

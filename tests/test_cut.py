@@ -4,6 +4,7 @@ computes and every flag it accepts is used; it trains on a machine without CUDA 
 short budget, and prints each finished episode's return as CleanRL's files do."""
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -208,7 +209,7 @@ def test_the_stripped_file_trains_and_prints_its_returns(stem, tmp_path):
 
 
 # The speed flags' guards sit in part 1, where the flags are read: the stripped file refuses, warns and falls back as
-# the whole file does. (refused at once; runs on: the warning, then a short run)
+# the whole file does. (exit status, the lines said)
 SPEED_FLAG_LINES = [
     (["--compile-mode", "reduce-overhead"], 1, ["error: --compile-mode reduce-overhead: needs --compile"]),
     (
@@ -219,10 +220,34 @@ SPEED_FLAG_LINES = [
     (["--cudagraphs", "--no-cuda"], 0, ["warning: --cudagraphs: needs CUDA, running without CUDA graphs"]),
 ]
 SPEED_FLAG = re.compile(r"^(warning|error): --(compile|compile-mode|cudagraphs|precision)\b.*$", re.M)
+# Each file's speed_flags on each case's flags as tyro parses them, in one process: [[exit status, stderr], ...] a file
+GUARDS = """
+import contextlib, importlib.util, io, json, sys
+import tyro
+found = []
+for path in sys.argv[2:]:
+    spec = importlib.util.spec_from_file_location("script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    said = []
+    for flags in json.loads(sys.argv[1]):
+        err, code = io.StringIO(), 0
+        with contextlib.redirect_stderr(err):
+            try:
+                script.speed_flags(tyro.cli(script.Args, args=flags))
+            except SystemExit as e:  # sys.exit(message): Python prints it and exits 1
+                code = 1
+                print(e.code, file=sys.stderr)
+        said.append([code, err.getvalue()])
+    found.append(said)
+print(json.dumps(found))
+"""
 
 
 @pytest.mark.parametrize("stem", [stem for stem in CORES if stem.endswith("_torchcompile")])
 def test_the_stripped_file_guards_the_speed_flags_as_the_whole_file_does(stem, tmp_path):
+    """Both files' main() checks the speed flags first, and their speed_flags() refuse, warn and fall back alike on
+    each case (a short run of the stripped file: test_the_stripped_file_trains_and_prints_its_returns)."""
     path = stripped(stem, tmp_path)
     cases = list(SPEED_FLAG_LINES)
     if stem.startswith(("sac", "td3")):  # eager on a CPU: said once, the run goes on
@@ -233,15 +258,20 @@ def test_the_stripped_file_guards_the_speed_flags_as_the_whole_file_does(stem, t
                 ["warning: --compile: this file runs eager on a CPU, where compiling does not pay"],
             )
         )
-    for flags, code, lines in cases:
-        said = []
-        for script in (path, SCRIPTS / f"{stem}.py"):
-            extra = ["--output-dir", tmp_path / "runs"] if script != path else []
-            cmd = [sys.executable, script, *short_flags(stem), *flags, *extra]
-            done = subprocess.run(list(map(str, cmd)), cwd=tmp_path, capture_output=True, text=True, timeout=900)
-            assert done.returncode == code and "Traceback" not in done.stderr, (script, flags, done.stderr[-2000:])
-            said.append([m.group(0) for m in SPEED_FLAG.finditer(done.stderr)])
-        assert said[0] == said[1] == lines, (flags, said)
+    for script in (path, SCRIPTS / f"{stem}.py"):
+        main = next(n for n in ast.parse(script.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "main")
+        assert ast.unparse(main.body[0]) == "speed_flags(args)", script
+    flags = json.dumps([[*short_flags(stem), *case[0]] for case in cases])
+    done = subprocess.run(
+        [sys.executable, "-c", GUARDS, flags, str(path), str(SCRIPTS / f"{stem}.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for stripped_said, whole_said, (case, code, lines) in zip(*json.loads(done.stdout), cases):
+        for said in (stripped_said, whole_said):
+            assert said[0] == code and [m.group(0) for m in SPEED_FLAG.finditer(said[1])] == lines, (case, said)
 
 
 @pytest.mark.parametrize("stem", CORES)

@@ -61,6 +61,8 @@ def test_short_run(script, flags, tmp_path):
     check_summary(
         summary, script, "dqn", "CartPole-v1", 600, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda
     )
+    cache = summary["compile_cache"]  # a compiled run took its graphs from inductor's cache or compiled them anew
+    assert (cache["hits"] + cache["misses"] > 0) is ("--compile" in flags), cache
     if "--cudagraphs" in flags and not cuda:
         assert warnings_of(proc) == ["warning: --cudagraphs: needs CUDA, running without CUDA graphs"]
     else:

@@ -98,6 +98,9 @@ def test_a_peer_file_runs_and_leaves_what_run_sh_reads(checkout, tmp_path):
     # the steps the env made, and steps/s from the end of the burn-in: 50 updates after 100 random steps
     assert summary["global_step"] == 600 and summary["sps"] > 0
     assert 0 < summary["warmup_s"] < summary["wall_time_s"]
+    # the first update's end (after the 100 random steps), and torch.compile's cache counters, as ours record them (the
+    # stand-in compiles nothing)
+    assert summary["first_update_at"] > 0 and summary["compile_cache"] == dict(hits=0, misses=0)
     (run_dir,) = out.iterdir()
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert rows[0].split(",")[:5] == ["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s"]

@@ -143,6 +143,43 @@ def test_aggregate_py_groups_runs_and_records_failures(tmp_path):
         check_png(out / name)
 
 
+def test_aggregate_py_gives_the_time_to_the_first_update_cold_and_warm(tmp_path):
+    """From runs.tsv's launch time and each summary's first update and compile-cache counters: results.csv's
+    first_update_s and compile_cache, and results.md's median over the cold runs / the warm ones (one figure where
+    nothing compiled); a row of an older runs.tsv, without the launch, has none."""
+    out = tmp_path / "bench"
+    rows = []
+    for name, variant, seed, first, cache in [
+        ("b1", "baseline", 1, 3.0, None),
+        ("c1", "compile", 1, 30.0, dict(hits=0, misses=4)),
+        ("c2", "compile", 2, 9.0, dict(hits=4, misses=0)),
+        ("c3", "compile", 3, 11.0, dict(hits=4, misses=0)),
+    ]:
+        run_dir = write_run(out / name, "dqn", variant, seed, 100.0, 1.0)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        summary.update(first_update_at=1000.0 + first, compile_cache=cache or dict(hits=0, misses=0))
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        where = (run_dir / "summary.json").relative_to(out)
+        rows.append(f"dqn\t{variant}\t{seed}\tfinished\t0\t{where}\t\tpython x.py\t1000.0\n")
+    (out / "runs.tsv").write_text(RUNS_TSV_HEADER.replace("\n", "\tlaunched\n") + "".join(rows))
+    aggregate.aggregate(out, algorithms=["dqn"], variants=["baseline", "compile"])
+    found = [(r["variant"], r["first_update_s"], r["compile_cache"]) for r in read_results(out)]
+    assert found == [
+        ("baseline", "3.0", ""),
+        ("compile", "30.0", "cold"),
+        ("compile", "9.0", "warm"),
+        ("compile", "11.0", "warm"),
+    ]
+    table = md_rows(out)
+    assert table[("dqn", "baseline")]["first update s"] == "3.0"
+    assert table[("dqn", "compile")]["first update s"] == "30.0 / 10.0"
+    assert "cold / warm" in (out / "results.md").read_text()
+    (out / "runs.tsv").write_text(RUNS_TSV_HEADER + "".join(row.rsplit("\t", 1)[0] + "\n" for row in rows))
+    aggregate.aggregate(out, algorithms=["dqn"], variants=["baseline", "compile"])
+    assert {r["first_update_s"] for r in read_results(out)} == {""}
+    assert "first update s" not in next(iter(md_rows(out).values()))
+
+
 def test_aggregate_py_orders_rows_by_the_lists_it_is_given(tmp_path):
     """run.sh's lists order the rows; a name not in them comes after those that are, by name; no lists: all by name."""
     out = tmp_path / "bench"
@@ -863,6 +900,10 @@ def test_quick_sac_end_to_end(tmp_path):
     ratio = float(rows[1]["sps"]) / float(rows[0]["sps"])
     assert fast["speed-up"] == f"{ratio:.2f}x"
     assert base["episodic return"].endswith("(1 run)")
+    for r in rows:  # from the launch to the first update: imports, envs and the random steps before learning starts
+        summary = json.loads((out / r["run_dir"] / "summary.json").read_text())
+        assert 0 < float(r["first_update_s"]) and r["compile_cache"] == "" and summary["compile_cache"]["misses"] == 0
+        assert table[("sac_continuous_action", r["variant"])]["first update s"] == f"{float(r['first_update_s']):.1f}"
     md = (out / "results.md").read_text()
     assert "`--quick`" in md and "HalfCheetah-v4" in md
     machine = json.loads((out / "machine.json").read_text())

@@ -191,6 +191,15 @@ def fingerprint(path):
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
+@pytest.fixture(scope="module")
+def a_study(tmp_path_factory):
+    """A study of one complete trial, made once: each wrong command below is typed into a copy of it."""
+    out = tmp_path_factory.mktemp("a-study") / "out"
+    first = tune("--param", "learning-rate=float:1e-4:1e-2", "--trials", 1, "--out", out, *RUN)
+    assert first.returncode == 0, first.stderr[-2000:]
+    return out
+
+
 @pytest.mark.parametrize(
     "args,error",
     [
@@ -210,11 +219,10 @@ def fingerprint(path):
     ],
     ids=["flag", "range", "log", "choice", "kind", "space", "none", "storage", "targets", "seeds"],
 )
-def test_what_a_user_types_wrong_ends_in_one_line_and_leaves_the_study(args, error, tmp_path):
+def test_what_a_user_types_wrong_ends_in_one_line_and_leaves_the_study(args, error, a_study, tmp_path):
     (tmp_path / "space.py").write_text("x = 1\n")
     out = tmp_path / "out"
-    first = tune("--param", "learning-rate=float:1e-4:1e-2", "--trials", 1, "--out", out, *RUN)
-    assert first.returncode == 0, first.stderr[-2000:]
+    shutil.copytree(a_study, out)
     before = fingerprint(out / "study.db")
     done = tune(*[a.format(space=tmp_path / "space.py") for a in args], "--out", out, *RUN, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and error in done.stderr, done.stderr

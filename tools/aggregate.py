@@ -49,6 +49,8 @@ COLUMNS = [
     "total_timesteps",
     "wall_time_s",
     "warmup_s",
+    "first_update_s",
+    "compile_cache",
     "resumes",
     "compile",
     "compile_mode",
@@ -79,6 +81,7 @@ TABLE_COLUMNS = [
     "steps/s range",
     "speed-up",
     "warm-up s",
+    "first update s",
     "episodic return",
 ]
 # the flags that name a run's variant and its group, and what a script without the flag runs with
@@ -104,7 +107,8 @@ def read_runs(folder):
         return []
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [dict(row, seed=int(row["seed"])) for row in rows]
+    # (a row of a newer run.sh in an older benchmark's runs.tsv has more fields than its header: those go)
+    return [dict({k: v for k, v in row.items() if k is not None}, seed=int(row["seed"])) for row in rows]
 
 
 def log_tail(folder, log, n=20):
@@ -160,6 +164,12 @@ def read_summary(folder, path, row):
     record.update(flags)
     record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")
     record.update(row)
+    # the seconds from the run's launch (run.sh's runs.tsv) to the end of its first update, compiling included, and
+    # whether torch.compile found inductor's cache cold (a graph compiled anew) or warm (every graph from the cache)
+    if summary.get("first_update_at") and row.get("launched"):
+        record["first_update_s"] = round(summary["first_update_at"] - float(row["launched"]), 2)
+    cache = summary.get("compile_cache") or {}
+    record["compile_cache"] = ("cold" if cache.get("misses") else "warm") if cache.get("misses") or cache.get("hits") else None
     if row.get("status") in ("terminated", "interrupted") and summary.get("status") == "finished":
         # stopped under run.sh, then taken to its end by the script's own --resume: its summary is the later record
         record.update(status="finished", exit_code="0")
@@ -270,7 +280,12 @@ def variant_stats(runs):
     the speed-up over the baseline of the same algorithm, env id and exp name (a ratio of medians)."""
     keys = ["algorithm", "env_group", "exp_group", "variant"]
     done = runs[runs.status == "finished"].astype({"sps": float, "episodic_return": float, "warmup_s": float})
-    measured = done[["sps", "warmup_s", "episodic_return", "env_id", "total_timesteps"]]
+    done = done.assign(first_update_s=done.first_update_s.astype(float))
+    first = {state: done.first_update_s.where(done.compile_cache.fillna("") == state) for state in ("cold", "warm", "")}
+    done = done.assign(first_cold=first["cold"], first_warm=first["warm"], first_eager=first[""])
+    measured = done[
+        ["sps", "warmup_s", "first_cold", "first_warm", "first_eager", "episodic_return", "env_id", "total_timesteps"]
+    ]
     groups = runs[keys + ["status", "exp_name"]].join(measured).groupby(keys, sort=False)
     stats = groups.agg(
         runs=("status", "size"),
@@ -280,6 +295,9 @@ def variant_stats(runs):
         low=("sps", "min"),
         high=("sps", "max"),
         warmup=("warmup_s", "median"),
+        first_cold=("first_cold", "median"),
+        first_warm=("first_warm", "median"),
+        first_eager=("first_eager", "median"),
         rets=("episodic_return", "count"),
         ret_mean=("episodic_return", "mean"),
         ret_std=("episodic_return", "std"),
@@ -541,6 +559,11 @@ def table_row(st, columns, grouped, reference_cells=None):
     warmup = "–"
     if pd.notna(st.warmup):
         warmup = f"{st.warmup:,.1f}"
+    first = "–"  # compiled: cold / warm cache; eager: one figure
+    if pd.notna(st.first_cold) or pd.notna(st.first_warm):
+        first = " / ".join("–" if pd.isna(x) else f"{x:,.1f}" for x in (st.first_cold, st.first_warm))
+    elif pd.notna(st.first_eager):
+        first = f"{st.first_eager:,.1f}"
     if not st.rets:
         ret = "–"
     elif st.rets == 1:
@@ -563,6 +586,7 @@ def table_row(st, columns, grouped, reference_cells=None):
         "steps/s range": spread,
         "speed-up": speedup,
         "warm-up s": warmup,
+        "first update s": first,
         "episodic return": ret,
         "return at CleanRL's step": (reference_cells or {}).get((st.algorithm, st.env_group, st.exp_group, st.variant), "–"),
     }
@@ -577,6 +601,9 @@ def table_lines(stats, reference_cells=None):
     columns = TABLE_COLUMNS + (["return at CleanRL's step"] if reference_cells is not None else [])
     if not own_exp_name:
         columns = [column for column in columns if column != "exp name"]
+    timed = stats[["first_cold", "first_warm", "first_eager"]].notna().any().any()
+    if not timed:  # runs from before the scripts and run.sh recorded it
+        columns = [column for column in columns if column != "first update s"]
     groups = stats[["algorithm", "env_group", "exp_group"]].drop_duplicates()
     grouped = own_exp_name or groups.algorithm.duplicated().any()
     lines = ["", "## Steps per second and final return", ""]
@@ -591,6 +618,12 @@ def table_lines(stats, reference_cells=None):
         "(`warmup_s`), median.",
         "- speed-up: the variant's median steps/s over the baseline's, same algorithm, same machine, same benchmark run.",
     ]
+    if timed:
+        lines.append(
+            "- first update s: the seconds from a run's launch to the end of its first update (imports, envs, compiling "
+            "included), median; with `--compile`, over the runs that found torch.compile's cache (inductor's, "
+            "`TORCHINDUCTOR_CACHE_DIR`) cold / warm: cold compiled a graph anew, warm took every graph from the cache."
+        )
     if grouped:
         lines.append(
             "- rows: one per algorithm, env id, exp name (`--exp-name`) and variant; the speed-up is over the baseline "

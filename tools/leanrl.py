@@ -75,14 +75,18 @@ TENSORDICT = "0.13"  # LeanRL's pinned stack (requirements/requirements-leanrl.t
 
 
 class Clock:
-    """Env steps, and the time and step count where the burn-in ends, counted where the env is stepped."""
+    """Env steps, and the time and step count where the burn-in ends, counted where the env is stepped; the time the
+    first update ended (the first env step after it), as ours record it."""
 
     def __init__(self):
         self.steps, self.burnin_steps, self.burnin_end, self.start = 0, None, None, time.time()
+        self.first_update_steps = self.first_update_at = None
 
     def step(self, num_envs):  # before each step of the envs
         if self.burnin_end is None and self.burnin_steps is not None and self.steps >= self.burnin_steps:
             self.burnin_end, self.burnin_steps = time.time(), self.steps
+        if self.first_update_at is None and self.first_update_steps is not None and self.steps >= self.first_update_steps:
+            self.first_update_at = time.time()
         self.steps += num_envs
 
 
@@ -264,8 +268,10 @@ def capture_args(box):
         if hasattr(args, "learning_starts"):  # off-policy: measure_burnin updates after learning starts, as ours
             every = getattr(args, "train_frequency", 1)
             CLOCK.burnin_steps = args.learning_starts + (args.measure_burnin + 1) * every
+            CLOCK.first_update_steps = args.learning_starts + 2 * every
         else:  # PPO: measure_burnin iterations of num_envs x num_steps, as ours
             CLOCK.burnin_steps = args.measure_burnin * args.num_envs * args.num_steps
+            CLOCK.first_update_steps = args.num_envs * args.num_steps
         return args
 
     tyro.cli = kept
@@ -355,6 +361,8 @@ def main():
         cuda = torch.cuda.is_available() and bool(getattr(args, "cuda", False))
         gpu_name = torch.cuda.get_device_name() if cuda else None
         versions = dict(torch_version=torch.__version__, tensordict_version=tensordict.__version__)
+    # whether torch.compile found inductor's cache cold or warm: its own counters, as our scripts read them
+    cache = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {}).get("inductor", {})
     summary = dict(
         script=script,
         algo=algorithm.split("_")[0],
@@ -370,6 +378,8 @@ def main():
         sps=sps,
         wall_time_s=end - CLOCK.start,
         warmup_s=None if CLOCK.burnin_end is None else CLOCK.burnin_end - CLOCK.start,
+        first_update_at=CLOCK.first_update_at,
+        compile_cache=dict(hits=cache.get("fxgraph_cache_hit", 0), misses=cache.get("fxgraph_cache_miss", 0)),
         episodic_return=returns[-1] if returns else None,
         episodes=None,
         status=status,

@@ -82,7 +82,7 @@ RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "ou
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
 
 
-# === CHECKPOINT_VERSION: dqn  written: 2a9fc5564aa2d61e
+# === CHECKPOINT_VERSION: dqn  written: 42fd33631428dd9d
 CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 
 
@@ -91,7 +91,7 @@ NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarra
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
-# === Run: dqn  written: 19da7c208cbdd099
+# === Run: dqn  written: 454051110c6d9e82
 class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
@@ -104,7 +104,7 @@ class Run:
         self.resumes = self.part["resumes"] + 1
         self.updates = 0  # (PPO: iterations)
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
-        self.learning_start = self.burnin_end = self.end = None
+        self.learning_start = self.burnin_end = self.end = self.first_update_at = None
         # the values the rows log, their last (tensors kept where they are until a row reads them)
         self.logged = dict(saved["logged"]) if saved else {}
         self.step_at = self.part["step"]  # the loop's last step
@@ -208,7 +208,7 @@ class Run:
         """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
         began; the burn-in ends with its --measure-burnin-th update."""
         if updates and self.learning_start is None:
-            self.learning_start = self.tick
+            self.learning_start, self.first_update_at = self.tick, time.time()
             if self.args.measure_burnin == 0:
                 self.burnin_end = (self.tick, self.step_at)
         self.updates += updates
@@ -313,6 +313,11 @@ class Run:
         summary.update(cpu_count=os.cpu_count(), torch_version=torch.__version__, world_size=1)
         summary.update(self.stats(global_step), episodes=len(self.episodes), args=asdict(args), resumes=self.resumes, **fields)
         summary["warmup_s"] = self.so_far(global_step)["warmup_s"] if self.burnin_end or self.resumes else None
+        # when this process's first update ended (run.sh counts from the launch), and whether torch.compile found its
+        # cache cold (graphs compiled anew) or warm (every graph from the cache): inductor's own counters
+        cache = getattr(sys.modules.get("torch._dynamo.utils"), "counters", {}).get("inductor", {})
+        compile_cache = dict(hits=cache.get("fxgraph_cache_hit", 0), misses=cache.get("fxgraph_cache_miss", 0))
+        summary.update(first_update_at=self.first_update_at, compile_cache=compile_cache)
         self.status = summary["status"] = "evaluated" if evals and args.eval_model else self.status
         summary.update(eval_episodes=len(evals) or None, eval_return_mean=None, eval_return_std=None)
         if evals:
@@ -386,7 +391,7 @@ def bf16_matmuls(cuda):
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
-# === obs_statistics: ppo_continuous_action
+# === obs_statistics: ppo_continuous_action  written: db52df31c54390b2
 def obs_statistics(rms):
     """NormalizeObservation's running statistics (env 0's: each env keeps its own), as checkpoints and model.pt keep them."""
     return {"mean": torch.tensor(rms.mean), "var": torch.tensor(rms.var), "count": float(rms.count)}
@@ -664,7 +669,7 @@ class EpisodeTracker:
         return finished
 
 
-# === speed_flags: dqn_torchcompile  written: 892e192602c2b315
+# === speed_flags: dqn_torchcompile  written: ad1034bf288be71b
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
     what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""
@@ -681,7 +686,7 @@ def speed_flags(args: Args):
         args.compile_mode = GRAPH_MODES[args.compile_mode]
 
 
-# === speed_flags: sac_continuous_action_torchcompile  written: ac5ee7d08ebf89f9
+# === speed_flags: sac_continuous_action_torchcompile  written: bbd35f730484635c
 def speed_flags(args: Args):
     """The speed flags as this machine can run them, checked before any work: what cannot go together is refused, and
     what needs CUDA falls back without it, one line each (the flags changed here are the ones the run goes on with)."""

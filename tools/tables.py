@@ -564,6 +564,40 @@ def best_table():
     return lines
 
 
+COMPILE_TIME = "cpu-2core-compile-time"
+
+
+def compile_time_table(folder=COMPILE_TIME):
+    """The seconds from a run's launch to the end of its first update: our fast file without flags, and ours and
+    LeanRL's fast files with --compile, each over the runs that found inductor's cache cold / warm (run.sh's first run
+    of each file and flags compiles into an empty cache, the later seeds read it)."""
+    rows, info = read_csv(RESULTS / folder / "results.csv"), machine(folder)
+    rows = [r for r in rows if r["status"] == "finished" and r["first_update_s"]]
+
+    def median(algorithm, variant, cache):
+        times = [
+            float(r["first_update_s"])
+            for r in rows
+            if (r["algorithm"], r["variant"], r["compile_cache"]) == (algorithm, variant, cache)
+        ]
+        return f"{statistics.median(times):.1f} ({len(times)})" if times else "–"
+
+    lines = [
+        f"[{cpu_words(info)}](results/{folder}/notes.md), commit {commit(info)}: seconds, median (runs):",
+        "",
+        "| algorithm | ours, fast (no flags) | ours, fast `--compile`: cold / warm cache "
+        "| LeanRL's fast `--compile`: cold / warm cache |",
+        "| --- | --- | --- | --- |",
+    ]
+    for algorithm, name in ALGORITHMS.items():
+        if not any(r["algorithm"] == algorithm for r in rows):
+            continue
+        ours = " / ".join(median(algorithm, "compile", c) for c in ("cold", "warm"))
+        theirs = " / ".join(median(algorithm, "leanrl_compile", c) for c in ("cold", "warm"))
+        lines.append(f"| {name} | {median(algorithm, 'fast', '')} | {ours} | {theirs} |")
+    return lines
+
+
 def on_doc_page(table):
     """A README table written into a page of doc/: its links to doc/results/ made relative to doc/."""
     return lambda: [line.replace("(doc/results/", "(results/") for line in table()]

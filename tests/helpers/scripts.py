@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -84,6 +85,8 @@ def check_summary(summary, script, algo, env_id, total_timesteps, compile=False,
     assert summary["sps"] is not None and summary["sps"] > 0
     assert summary["warmup_s"] is not None and summary["warmup_s"] >= 0
     assert summary["cpu_count"] == os.cpu_count()
+    # when the first update ended (run.sh counts from the launch), and torch.compile's cache counters
+    assert 0 < summary["first_update_at"] <= time.time() and set(summary["compile_cache"]) == {"hits", "misses"}
     assert not {"env_id", "seed", "compile", "cudagraphs", "env_runners"} & set(summary)  # nothing written twice
 
 
