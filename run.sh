@@ -281,14 +281,22 @@ if [ "${1:-}" = --tune ]; then
     case " $* " in *" --storage sqlite"* | *" --storage=sqlite"*) die "--tune --slurm: a sqlite file is no storage for many nodes: --storage postgresql+psycopg://... or journal:PATH" ;; esac
     case " $* " in *" --storage "* | *" --storage="*) ;; *) die "--tune --slurm: give tools/tune.py a --storage that every node reaches (postgresql+psycopg://... or journal:PATH)" ;; esac
     read -r -a tune_args_split <<<"$tune_sargs"
-    command=$(printf '%q ' "$PYTHON" "$ROOT/tools/tune.py" "$@")
+    # the worker's and the report's own option goes to tools/tune.py, before the -- that starts every run's flags
+    tune_own=() tune_runs=() after=0
+    for a in "$@"; do
+        if [ $after = 0 ] && [ "$a" = -- ]; then after=1; elif [ $after = 0 ]; then tune_own+=("$a"); else tune_runs+=("$a"); fi
+    done
+    tune_command() { # the tuner's command line with its own option $1
+        printf '%q ' "$PYTHON" "$ROOT/tools/tune.py" "${tune_own[@]}" "$1"
+        [ $after = 0 ] || printf '%q ' -- ${tune_runs[@]+"${tune_runs[@]}"}
+    }
     log_dir="$ROOT/bench/tune-slurm"
     mkdir -p "$log_dir"
     array=$(sbatch --parsable --job-name=tune --array="0-$((workers - 1))" --output="$log_dir/%A_%a.out" \
-        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $command --no-report") ||
+        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $(tune_command --no-report)") ||
         die "--tune --slurm: sbatch refused the workers (see its message above)"
     report=$(sbatch --parsable --job-name=tune-report --dependency="afterany:${array%%;*}" --output="$log_dir/report.out" \
-        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $command --report-only") ||
+        ${tune_args_split[@]+"${tune_args_split[@]}"} --wrap="exec $(tune_command --report-only)") ||
         die "--tune --slurm: sbatch refused the report job (the workers ${array%%;*} are submitted)"
     echo "run.sh: submitted $workers tuning workers as the job array ${array%%;*} and the report job ${report%%;*}"
     echo "run.sh: watch them with: squeue -j ${array%%;*},${report%%;*}   (their logs: $log_dir/)"

@@ -179,3 +179,25 @@ def test_a_requeued_task_goes_on_from_its_checkpoint(tmp_path):
 
 def squeue_reason(job):
     return subprocess.run(["squeue", "-h", "-j", job, "-o", "%r"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(not importable("optuna"), reason="optuna is not installed (requirements/requirements-tune.txt)")
+def test_tuning_workers_on_slurm_share_one_study(tmp_path):
+    """./run.sh --tune --slurm: a job array of two tuner workers, one trial each, sharing the study through a journal
+    file, then the report job, once both ended, writes the study's tables from it."""
+    journal, out = tmp_path / "study.journal", tmp_path / "tune"
+    tune = ["dqn", "--param", "learning-rate=float:1e-4:1e-2:log", "--trials", "1", "--pruner", "none"]
+    tune += ["--storage", f"journal:{journal}", "--out", str(out)]
+    tune += ["--", "--total-timesteps", "1500", "--learning-starts", "500", "--log-interval", "250", "--no-cuda"]
+    proc = subprocess.run(
+        ["bash", str(ROOT / "run.sh"), "--tune", "--slurm", "--workers", "2", "--", *tune],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    array, report = re.search(r"as the job array (\d+) and the report job (\d+)", proc.stdout).groups()
+    wait_for([array, report])
+    rows = (out / "trials.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",COMPLETE," in row.upper() for row in rows[1:]), rows
+    assert "\npython scripts/dqn.py " in (out / "best.txt").read_text()

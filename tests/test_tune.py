@@ -237,3 +237,20 @@ def test_a_script_that_fails_in_every_trial_stops_the_study_in_one_line(tmp_path
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("tune.py: error: three trials in a row failed") and "--gamma: must be in [0, 1], got 2" in last
     assert [t.state.name for t in trials(f"sqlite:///{tmp_path / 'study.db'}")] == ["FAIL"] * 3
+
+
+def test_run_sh_tune_runs_the_tuner_and_refuses_a_slurm_study_no_node_can_share(tmp_path):
+    """./run.sh --tune -- ARGS is tools/tune.py ARGS, here; with --slurm it wants a storage every node reaches, and says
+    so in one line before submitting anything (the Slurm workers themselves: tests/test_run_sh_slurm.py)."""
+    out = tmp_path / "out"
+    cmd = ["bash", str(ROOT / "run.sh"), "--tune", "--", "dqn", *SPACE, "--trials", "1", "--out", str(out), *RUN]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "trials.csv").is_file() and "\npython scripts/dqn.py " in (out / "best.txt").read_text()
+    for storage, said in [
+        (["--storage", f"sqlite:///{tmp_path / 'x.db'}"], "a sqlite file is no storage for many nodes"),
+        ([], "give tools/tune.py a --storage that every node reaches"),
+    ]:
+        cmd = ["bash", str(ROOT / "run.sh"), "--tune", "--slurm", "--", "dqn", *SPACE, *storage, *RUN]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr

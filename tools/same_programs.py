@@ -46,7 +46,7 @@ RUNS = {
     "ppo_atari_torchcompile": (ATARI, 512, 128),
     "ppo_atari_multigpu_torchcompile": (ATARI, 512, 128),
 }
-CLOCK = {"sps", "wall_time_s", "warmup_s", "time"}
+CLOCK = {"sps", "wall_time_s", "warmup_s", "time", "first_update_at"}  # (first_update_at: a Unix time)
 PATHS = {"output_dir", "resume", "eval_model", "script", "_run_dir", "nodes_used", "runner_nodes"}  # and Ray's node ids
 
 
