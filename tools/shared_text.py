@@ -91,7 +91,7 @@ NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarra
 NUMPY += [type(np.dtype(kind)) for kind in "?bhilqBHILQefd"]  # its dtypes: bool, integers, floats
 
 
-# === Run: dqn  written: 454051110c6d9e82
+# === Run: dqn  written: 410927d06de9f341
 class Run:
     """The run folder (metrics.csv, TensorBoard, model.pt, checkpoint.pt, summary.json), progress, wandb, the status."""
 
@@ -109,15 +109,13 @@ class Run:
         self.logged = dict(saved["logged"]) if saved else {}
         self.step_at = self.part["step"]  # the loop's last step
         self.tick = time.time()  # when it ended
-        self.envs = self.learned = self.acting = None  # (loop's)
-        self.wandb = self.stopping = None
+        self.envs = self.learned = self.wandb = self.stopping = None
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
             signal.signal(signum, self.ask_to_stop)
 
-    def ask_to_stop(self, signum, frame):
-        """Ctrl-C, SIGTERM or SIGUSR1 (Slurm): the loop stops after its step, checkpoint first. A second Ctrl-C, or one
-        during the evaluation, stops it at once."""
+    def ask_to_stop(self, signum, frame):  # Ctrl-C, SIGTERM or SIGUSR1 (Slurm)
+        """The loop stops after its step, checkpoint first; a second Ctrl-C, or one during the evaluation, at once."""
         again = self.stopping == "interrupted" and signum == signal.SIGINT
         self.stopping = self.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
         if again or self.evaluating:
@@ -148,23 +146,18 @@ class Run:
         self.bar = tqdm.tqdm(total=args.total_timesteps, initial=self.part["step"], disable=None, unit="step")
         return self
 
-    def load_weights(self, module):
-        """--eval-model's weights into `module`, in place (compiled functions read them), or one line; the file."""
-        try:
-            module.load_state_dict(self.model["model"])
-        except Exception as e:
-            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
-            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit this {type(module).__name__} ({problem})")
-        return self.model
-
     @contextlib.contextmanager
     def loop(self, envs, learned, acting):
         """Around the training loop. Before it: --eval-model's weights into learned[acting]; --resume's checkpoint put
         back (the learned parts, the envs, the random streams), its loop values yielded (None otherwise). A second Ctrl-C
         ends the loop at once, a lost env worker as a failure; after it, the envs close."""
-        self.envs, self.learned, self.acting = envs, learned, acting
-        if self.model:
-            self.load_weights(learned[acting])
+        self.envs, self.learned = envs, learned
+        try:  # --eval-model's weights, in place (compiled functions read them)
+            if self.model:
+                learned[acting].load_state_dict(self.model["model"])
+        except Exception as e:
+            problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+            sys.exit(f"error: --eval-model: {self.args.eval_model} does not fit the {acting} ({problem})")
         if self.saved:
             load_states(learned, self.saved["learned"])
             set_env_state(envs, self.saved["envs"])
@@ -191,13 +184,10 @@ class Run:
         self.logged.update(values)
 
     def step(self, global_step, updates=0, rows=0, values=None, **loop):
-        """The end of a step of the loop (PPO: of an iteration), global_step env steps done: its `updates` counted for
-        steps/s; a row of metrics.csv (the logged values and these `values`) where global_step passes a multiple of
-        `rows`; a checkpoint (with the `loop` values) every --checkpoint-interval steps and before a signal stops the
-        run. True: the loop stops here."""
+        """A step of the loop (PPO: an iteration) ends, global_step env steps done: its updates counted; a row (the logged
+        values, `values`) each `rows` steps; a checkpoint (with `loop`) when due. True: the loop stops here."""
         self.count_update(global_step, updates)
-        last = self.step_at
-        self.step_at = global_step
+        last, self.step_at = self.step_at, global_step
         if rows and global_step // rows > last // rows and self.row(global_step, {**self.logged, **(values or {})}):
             return True
         stop = self.checkpoint(global_step, self.learned, self.envs, **loop)
@@ -205,8 +195,7 @@ class Run:
         return stop
 
     def count_update(self, global_step, updates=1):
-        """Updates done in the step that ended at global_step (PPO: an iteration): learning starts where that step
-        began; the burn-in ends with its --measure-burnin-th update."""
+        """The step's updates: learning starts where the first such step began; the burn-in ends with the Nth update."""
         if updates and self.learning_start is None:
             self.learning_start, self.first_update_at = self.tick, time.time()
             if self.args.measure_burnin == 0:
@@ -254,8 +243,7 @@ class Run:
             self.status = self.stopping
         return self.stopping is not None
 
-    def checkpoint_due(self, global_step):
-        """Whether to write checkpoint.pt now: every --checkpoint-interval env steps, and before the run stops."""
+    def checkpoint_due(self, global_step):  # every --checkpoint-interval steps; before a stop
         interval = self.args.checkpoint_interval
         return interval > 0 and (self.stopping is not None or global_step // interval > self.part["step"] // interval)
 
