@@ -214,7 +214,8 @@ def test_every_get_started_form_installs_then_trains_one_command_a_line():
     assert install == "pip install -r requirements/requirements-dev.txt -c requirements/constraints-cpu.txt"
     assert tests.startswith("python -m pytest") and "torch>=2.11,<2.14" in requirements
     # a GPU install is told to keep its own pins for the tests' install
-    assert "use `-c requirements/constraints-gpu.txt` instead" in " ".join(section(text, "### The tests").split())
+    block = re.search(r"```bash\n(.*?)```", section(text, "### The tests"), flags=re.S).group(1)
+    assert "# after the GPU install, use -c requirements/constraints-gpu.txt instead" in block.splitlines()[0]
     # each install pins the versions that ran: the CPU's, the GPU's
     for form, constraints in [("### On a GPU", "constraints-gpu.txt"), ("### On a CPU", "constraints-cpu.txt")]:
         requirement = next(c for c in commands(section(text, form)) if "-r requirements/requirements.txt" in c)
