@@ -144,10 +144,10 @@ def test_bad_input_cli(tmp_path, script):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --env-id: "), proc.stderr[-2000:]
     assert not (tmp_path / "runs").exists()
-    proc, _ = run_script(script, "--num-envs", 3, "--num-steps", 5, "--num-minibatches", 2, tmp_path=tmp_path, expect_ok=False)
-    assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [
-        "error: --num-minibatches: must be a divisor of the batch --num-envs x --num-steps (15), got 2"
-    ]
+    mod = load_script(script)  # the whole line of a check with its values, in this process
+    with pytest.raises(SystemExit) as e:
+        mod.check_args(mod.Args(num_envs=3, num_steps=5, num_minibatches=2))
+    assert e.value.code == "error: --num-minibatches: must be a divisor of the batch --num-envs x --num-steps (15), got 2"
 
 
 # ---------------------------------------------------------------- full-game scores

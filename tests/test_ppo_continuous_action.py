@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tyro
 from helpers.parity import assert_all_close
 from helpers.scripts import check_summary, load_script, read_metrics, run_script
 
@@ -98,16 +99,24 @@ BAD = [
 
 
 @pytest.mark.parametrize("script", [BASE, FAST])
-@pytest.mark.parametrize("flags,flag", BAD)
-def test_bad_input(script, flags, flag, tmp_path):
-    env = [] if "--env-id" in flags else ["--env-id", "Pendulum-v1"]
-    proc, _ = run_script(script, *env, *flags, tmp_path=tmp_path, expect_ok=False)
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), proc.stderr
-    if flag == "--env-id":
-        assert "continuous (Box) actions" in lines[0]
-    assert not (tmp_path / "runs").exists()  # it failed before any work
+def test_bad_input(script, tmp_path, capsys):
+    """Each bad input ends check_args with one line naming the flag; the first also from the command line, where it
+    exits non-zero before any work (one process a file: the others take the same path, checked in this one)."""
+    for flags, flag in [param.values for param in BAD]:
+        env = [] if "--env-id" in flags else ["--env-id", "Pendulum-v1"]
+        if flags is BAD[0].values[0]:
+            proc, _ = run_script(script, *env, *flags, tmp_path=tmp_path, expect_ok=False)
+            assert proc.returncode != 0
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), proc.stderr
+            assert not (tmp_path / "runs").exists()  # it failed before any work
+        module = load_script(script)
+        with pytest.raises(SystemExit) as exit:
+            module.check_args(tyro.cli(module.Args, args=[*env, *flags]))
+        line = str(exit.value.code)
+        assert line.startswith(f"error: {flag}: ") and "\n" not in line and capsys.readouterr().err == "", line
+        if flag == "--env-id":
+            assert "continuous (Box) actions" in line
 
 
 # --- GAE on hand-made NEXT_STEP rollouts -------------------------------------------------------------------------
