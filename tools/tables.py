@@ -168,7 +168,8 @@ def beside_leanrl_table():
     return lines
 
 
-# The learning table's rows: (the row's name, results folder, algorithm, variant, exp_name, the file and flags that ran)
+# The learning table's rows: (the row's name, results folder or folders (the seeds of one file may be in several),
+# algorithm, variant, exp_name, the file and flags that ran)
 LEARNING = [
     ("PPO continuous, HalfCheetah-v4, 1M", "cpu-2core-learning", "ppo_continuous_action", "baseline", None,
      "ppo_continuous_action.py"),
@@ -199,12 +200,17 @@ def cleanrl(algorithm, env_id):
     return f"{float(final['return']):,.0f} ± {float(final['std']):,.0f}"
 
 
+def folders_of(folder):
+    """A learning row's results folders: one, or several (each holding some of its seeds)."""
+    return [folder] if isinstance(folder, str) else list(folder)
+
+
 def learning_table():
     """Training returns at CleanRL's budgets (the mean of a run's last 20 episodes; mean ± the seeds' sample std where
     several), beside CleanRL's."""
     lines = ["| algorithm, env, budget | file and flags | seeds | return | CleanRL |", "| --- | --- | --- | --- | --- |"]
     for name, folder, algorithm, variant, exp, shown in LEARNING:
-        rows = [r for r in runs(folder) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+        rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
         rows = [r for r in rows if exp is None or r["exp_name"] == exp]
         returns = [float(r["episodic_return"]) for r in rows]
         seeds = ", ".join(r["seed"] for r in rows)
@@ -300,7 +306,7 @@ def reference_final(algorithm, env_id):
 def learning_runs_table():
     """Every learning run, a line per seed, from the results files: the steps it reached, its training return (the mean
     of its last 20 episodes), CleanRL's final figure, and the run's speed, wall time and resumes."""
-    folders = list(dict.fromkeys(folder for _, folder, *_ in LEARNING_RUNS))
+    folders = list(dict.fromkeys(f for _, folder, *_ in LEARNING_RUNS for f in folders_of(folder)))
     records = ", ".join(f"[{folder}]({folder}/machine.md) {commit(machine(folder))}" for folder in folders)
     lines = [
         f"The commits the folders' machine records name (which scripts each run used: [below](#how-these-runs-were-made)):"
@@ -312,10 +318,14 @@ def learning_runs_table():
     ]
     for name, folder, algorithm, variant, exp, shown in LEARNING_RUNS:
         rows = [
-            r for r in read_csv(RESULTS / folder / "results.csv") if (r["algorithm"], r["variant"]) == (algorithm, variant)
+            dict(r, folder=f)
+            for f in folders_of(folder)
+            for r in read_csv(RESULTS / f / "results.csv")
+            if (r["algorithm"], r["variant"]) == (algorithm, variant)
         ]
         rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r["episodic_return"]]
         for r in rows:
+            folder = r["folder"]
             mean, std, budget = reference_final(algorithm, r["env_id"])
             got = float(r["episodic_return"])
             said = "yes" if got >= mean - std else "no"
