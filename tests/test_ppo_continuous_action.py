@@ -102,9 +102,9 @@ BAD = [
 def test_bad_input(script, tmp_path, capsys):
     """Each bad input ends check_args with one line naming the flag; the first also from the command line, where it
     exits non-zero before any work (one process a file: the others take the same path, checked in this one)."""
-    for flags, flag in [param.values for param in BAD]:
+    for i, (flags, flag) in enumerate(param.values for param in BAD):
         env = [] if "--env-id" in flags else ["--env-id", "Pendulum-v1"]
-        if flags is BAD[0].values[0]:
+        if i == 0:
             proc, _ = run_script(script, *env, *flags, tmp_path=tmp_path, expect_ok=False)
             assert proc.returncode != 0
             lines = proc.stderr.strip().splitlines()
