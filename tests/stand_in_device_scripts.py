@@ -141,9 +141,10 @@ def test_ppo_atari_on_the_stand_in_device():
 
 
 # ---------------------------------------------------------------- the real loop on the stand-in device
-LOOPS = {  # a few hundred steps past the start of learning, as small as the loop allows
-    "sac_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 300],
-    "td3_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 300],
+LOOPS = {  # a hundred or so updates past the start of learning, as small as the loop allows (each op of the stand-in
+    # device runs through Python)
+    "sac_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 200],
+    "td3_continuous_action_torchcompile": ["--env-id", "Pendulum-v1", "--learning-starts", 100, "--total-timesteps", 200],
     "dqn_torchcompile": ["--learning-starts", 100, "--train-frequency", 2, "--total-timesteps", 400, "--batch-size", 32],
     "ppo_continuous_action_torchcompile": [
         "--env-id",
@@ -152,6 +153,10 @@ LOOPS = {  # a few hundred steps past the start of learning, as small as the loo
         2,
         "--num-steps",
         64,
+        "--num-minibatches",
+        4,
+        "--update-epochs",
+        2,
         "--total-timesteps",
         384,
     ],

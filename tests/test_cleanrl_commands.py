@@ -1,10 +1,12 @@
 """CleanRL's own smoke-test command lines (its tests/test_*.py) run unchanged on both files of each pair: exit 0 and
-a summary; a run too short to learn or to be measured says so in one warning and reports sps as null."""
+a summary; a run too short to learn or to be measured says so in one warning and reports sps as null. Each runs as its
+file's own `__main__` in this process (run_main: the command line parsed as a process parses it); the files' own
+processes start in the bad-input tests and in the stopped runs of tests/test_resume.py."""
 
 import pathlib
 
 import pytest
-from helpers.scripts import run_script
+from helpers.scripts import run_main
 
 COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or None when the run learns and is measured)
     ("ppo_atari", ["--num-envs", "8", "--num-steps", "32", "--total-timesteps", "256"], "--measure-burnin"),
@@ -42,7 +44,7 @@ COMMANDS = [  # (script, CleanRL's flags, the flag the one warning names, or Non
 @pytest.mark.parametrize("variant", ["", "_torchcompile"])
 @pytest.mark.parametrize("script,flags,warned", COMMANDS, ids=[f"{c[0]}-{c[1][-1]}" for c in COMMANDS])
 def test_cleanrl_smoke_command_runs(script, flags, warned, variant, tmp_path):
-    proc, summary = run_script(script + variant, *flags, tmp_path=tmp_path)
+    proc, summary = run_main(script + variant, *flags, tmp_path=tmp_path)
     assert summary["status"] == "finished" and summary["global_step"] == int(flags[-1])
     assert (pathlib.Path(summary["_run_dir"]) / "model.pt").is_file() == ("--save-model" in flags)
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: --") and "--cuda:" not in line]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import tyro
-from helpers.scripts import SCRIPTS, check_summary, load_script, read_metrics, run_script
+from helpers.scripts import SCRIPTS, check_summary, load_script, read_metrics, run_main, run_script
 
 FAST = sorted(p.stem for p in SCRIPTS.glob("*_torchcompile.py"))
 CUDA = torch.cuda.is_available()
@@ -59,7 +59,7 @@ RUNS = [  # script, flags, the mode that runs on this machine
 @pytest.mark.compile
 @pytest.mark.parametrize("script,flags,mode,runs", RUNS, ids=[f"{s.split('_')[0]}-{m}" for s, _, m, _ in RUNS])
 def test_each_mode_learns(script, flags, mode, runs, tmp_path):
-    proc, summary = run_script(script, *flags, "--compile", "--compile-mode", mode, tmp_path=tmp_path)
+    proc, summary = run_main(script, *flags, "--compile", "--compile-mode", mode, tmp_path=tmp_path)
     algo = script.split("_")[0]
     check_summary(
         summary, script, algo, "CartPole-v1" if algo == "dqn" else "Pendulum-v1", 600 if algo == "dqn" else 768, compile=True

@@ -12,7 +12,7 @@ from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors, run_in_process
 from helpers.parity import assert_all_close, assert_greedy, assert_params_close
-from helpers.scripts import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_main, run_script
 
 BASE, FAST = "dqn", "dqn_torchcompile"
 # A short run on CartPole that goes past learning_starts, so that the (compiled) update really runs: 200 updates,
@@ -56,7 +56,7 @@ RUNS = [(BASE, []), (FAST, []), (FAST, ["--cudagraphs"]), (FAST, ["--compile"]),
     ids=[f"{s}{''.join(f)}" for s, f in RUNS],
 )
 def test_short_run(script, flags, tmp_path):
-    proc, summary = run_script(script, *SHORT, *flags, tmp_path=tmp_path)
+    proc, summary = run_main(script, *SHORT, *flags, tmp_path=tmp_path)
     cuda = torch.cuda.is_available()
     check_summary(
         summary, script, "dqn", "CartPole-v1", 600, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda
@@ -105,7 +105,7 @@ SMOKE = [  # CleanRL's own test command (steps 201-204 hold no multiple of --tra
 @pytest.mark.parametrize("script", [BASE, FAST])
 @pytest.mark.parametrize("flags,warning", SMOKE, ids=["cleanrl-smoke", "before-learning-starts", "inside-burnin"])
 def test_short_runs_warn_once_and_finish(script, flags, warning, tmp_path):
-    proc, summary = run_script(script, *flags, tmp_path=tmp_path)
+    proc, summary = run_main(script, *flags, tmp_path=tmp_path)
     assert proc.returncode == 0 and warnings_of(proc) == [warning], proc.stderr
     assert summary["status"] == "finished" and summary["sps"] is None and summary["warmup_s"] is None
     assert summary["global_step"] == flags[-1] and summary["algo"] == "dqn"

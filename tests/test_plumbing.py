@@ -12,7 +12,7 @@ import typing
 
 import pytest
 from helpers.in_process import run_in_process
-from helpers.scripts import SCRIPTS, load_script, read_metrics, run_script
+from helpers.scripts import SCRIPTS, load_script, read_metrics, run_main, run_script
 
 SCRIPT_NAMES = sorted(p.stem for p in SCRIPTS.glob("*.py"))
 ENV = {"ppo_atari": "Breakout-v5", "dqn": "CartPole-v1"}  # the others: a MuJoCo or classic-control Box task
@@ -95,7 +95,7 @@ def test_coefficients_and_tau(script):
 
 def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path):
     (tmp_path / "a_file").write_text("not a folder")
-    proc, _ = run_script("dqn", "--output-dir", tmp_path / "a_file" / "runs", tmp_path=tmp_path, expect_ok=False, timeout=300)
+    proc, _ = run_main("dqn", "--output-dir", tmp_path / "a_file" / "runs", tmp_path=tmp_path, expect_ok=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode != 0 and len(errors) == 1 and errors[0].startswith("error: --output-dir: "), proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr
@@ -105,7 +105,7 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path):
 def test_a_run_that_diverges_says_so(script, tmp_path):
     """A learning rate of 1e30 blows the Q-values up within a few updates: the run stops at the first row with a NaN,
     names the value and the step in one line, writes summary.json with status diverged and exits non-zero."""
-    proc, _ = run_script(script, *DQN_SHORT, "--learning-rate", 1e30, "--save-model", tmp_path=tmp_path, expect_ok=False)
+    proc, _ = run_main(script, *DQN_SHORT, "--learning-rate", 1e30, "--save-model", tmp_path=tmp_path, expect_ok=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-1500:]
     assert errors[0].startswith("error: the run diverged: ") and " is nan at step " in errors[0], errors
@@ -119,7 +119,7 @@ def test_a_run_that_diverges_says_so(script, tmp_path):
 
 
 def test_progress_off_a_terminal_is_one_plain_line_per_row(tmp_path):
-    proc, summary = run_script("dqn", *DQN_SHORT, tmp_path=tmp_path)  # stderr is a pipe here, as in Slurm or CI
+    proc, summary = run_main("dqn", *DQN_SHORT, tmp_path=tmp_path)  # stderr is no terminal here, as in Slurm or CI
     lines = [line for line in proc.stderr.splitlines() if line.startswith("step ")]
     assert [line.split()[1] for line in lines] == [f"{s}/300:" for s in range(50, 301, 50)], proc.stderr
     assert lines[-1].endswith(f"steps/s, return {round(summary['episodic_return'], 1)}")
@@ -132,7 +132,7 @@ def test_tensorboard_events_hold_cleanrls_keys_at_the_logged_steps(tmp_path):
     metrics row's step, and the hyperparameters as CleanRL's text table."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    proc, summary = run_script("dqn", *DQN_SHORT, tmp_path=tmp_path)
+    proc, summary = run_main("dqn", *DQN_SHORT, tmp_path=tmp_path)
     events = EventAccumulator(summary["_run_dir"], size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     keys = set(events.Tags()["scalars"])
@@ -146,7 +146,7 @@ def test_tensorboard_events_hold_cleanrls_keys_at_the_logged_steps(tmp_path):
 
 
 def test_an_evaluation_prints_its_return_in_one_line(tmp_path):
-    proc, summary = run_script("dqn", *DQN_SHORT, "--eval-episodes", 2, tmp_path=tmp_path)
+    proc, summary = run_main("dqn", *DQN_SHORT, "--eval-episodes", 2, tmp_path=tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.startswith("evaluation: ")]
     mean, std = summary["eval_return_mean"], summary["eval_return_std"]
     assert lines == [f"evaluation: 2 episodes, return {mean:.1f} +- {std:.1f}"], proc.stderr[-1500:]
@@ -154,7 +154,7 @@ def test_an_evaluation_prints_its_return_in_one_line(tmp_path):
 
 def test_a_bad_eval_model_leaves_no_run_folder(tmp_path):
     (tmp_path / "broken.pt").write_text("not a model")
-    proc, _ = run_script("dqn", "--eval-model", tmp_path / "broken.pt", tmp_path=tmp_path, expect_ok=False, timeout=300)
+    proc, _ = run_main("dqn", "--eval-model", tmp_path / "broken.pt", tmp_path=tmp_path, expect_ok=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 1 and len(errors) == 1 and errors[0].startswith("error: --eval-model: "), proc.stderr[-1500:]
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
@@ -215,13 +215,13 @@ def test_track_without_wandb_is_one_line(tmp_path):
         pytest.skip("wandb is installed here")
     except ImportError:
         pass
-    proc, _ = run_script("dqn", "--track", tmp_path=tmp_path, expect_ok=False, timeout=300)
+    proc, _ = run_main("dqn", "--track", tmp_path=tmp_path, expect_ok=False)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode != 0 and errors == ["error: --track: needs wandb: pip install wandb"], proc.stderr[-1500:]
 
 
 def test_exp_name_names_the_run_folder(tmp_path):
-    proc, summary = run_script("dqn", *DQN_SHORT, "--exp-name", "my_try", "--seed", 7, tmp_path=tmp_path)
+    proc, summary = run_main("dqn", *DQN_SHORT, "--exp-name", "my_try", "--seed", 7, tmp_path=tmp_path)
     name = pathlib.Path(summary["_run_dir"]).name
     assert (
         name.startswith("CartPole-v1__my_try__7__") and summary["script"] == "dqn" and summary["args"]["exp_name"] == "my_try"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.parity import assert_all_close, assert_updates_close
-from helpers.scripts import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_main, run_script
 
 ENV_ID = "Breakout-v5"
 TINY = [
@@ -57,7 +57,7 @@ def runs(tmp_path_factory):
         key = (script, tuple(flags))
         if key not in done:
             # --no-cuda: these runs check the CPU path (and its --cudagraphs warning), also on a GPU host
-            proc, summary = run_script(script, *TINY, "--no-cuda", *flags, tmp_path=tmp_path_factory.mktemp(script))
+            proc, summary = run_main(script, *TINY, "--no-cuda", *flags, tmp_path=tmp_path_factory.mktemp(script))
             done[key] = (proc, summary, read_metrics(summary))
         return done[key]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import tyro
 from helpers.parity import assert_all_close
-from helpers.scripts import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_main, run_script
 
 BASE = "ppo_continuous_action"
 FAST = "ppo_continuous_action_torchcompile"
@@ -60,7 +60,7 @@ RUNS = [
 
 @pytest.mark.parametrize("script,flags", RUNS)
 def test_short_run(script, flags, tmp_path):
-    proc, summary = run_script(script, *SHORT, *flags, tmp_path=tmp_path)
+    proc, summary = run_main(script, *SHORT, *flags, tmp_path=tmp_path)
     compile_, cudagraphs = "--compile" in flags, "--cudagraphs" in flags and torch.cuda.is_available()
     check_summary(summary, script, "ppo", "Pendulum-v1", 512, compile=compile_, cudagraphs=cudagraphs)
     assert summary["global_step"] == 512

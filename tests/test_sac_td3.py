@@ -12,7 +12,7 @@ from helpers.baseline_code import run, training_block
 from helpers.envs import COUNTER_TRANSITIONS, first_env_transitions, record_adds, run_on_counter
 from helpers.in_process import reachable_tensors
 from helpers.parity import assert_all_close, assert_params_close, assert_updates_close, update_errors
-from helpers.scripts import check_summary, load_script, read_metrics, run_script
+from helpers.scripts import check_summary, load_script, read_metrics, run_main, run_script
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # A short run that goes past learning_starts, so that the (compiled) updates really run.
@@ -55,7 +55,7 @@ RUNS = [  # (algo, fast?, flags, env)
 )
 def test_short_run(algo, fast, flags, env_id, tmp_path):
     script = ALGOS[algo] + ("_torchcompile" if fast else "")
-    proc, summary = run_script(script, "--env-id", env_id, *SHORT, *flags, tmp_path=tmp_path)
+    proc, summary = run_main(script, "--env-id", env_id, *SHORT, *flags, tmp_path=tmp_path)
     cuda = torch.cuda.is_available()
     check_summary(
         summary, script, algo, env_id, 260, compile="--compile" in flags, cudagraphs="--cudagraphs" in flags and cuda
@@ -463,7 +463,7 @@ def test_bf16_run(algo, flags, tmp_path):
     """A short bf16 run where the CPU has bf16 (the one-line refusal otherwise)."""
     script = ALGOS[algo] + "_torchcompile"
     supported = load_script(script).bf16_matmuls(torch.cuda.is_available())
-    proc, summary = run_script(
+    proc, summary = run_main(
         script, "--env-id", "Pendulum-v1", *SHORT, "--precision", "bf16", *flags, tmp_path=tmp_path, expect_ok=supported
     )
     if not supported:

@@ -14,7 +14,7 @@ import pytest
 import torch
 import tyro
 from helpers.in_process import prepare, run_in_process
-from helpers.scripts import load_script, run_script
+from helpers.scripts import load_script, run_main, run_script
 
 OFF_POLICY = ["--env-id", "Pendulum-v1", "--learning-starts", "100", "--batch-size", "32", "--total-timesteps", "300"]
 PAIRS = {  # the baseline of each pair, and a short training run that goes past the start of learning on a CPU
@@ -63,10 +63,10 @@ def run_dir(summary):
     return pathlib.Path(summary["_run_dir"])
 
 
-def evaluate_file(script, env_id, model, tmp_path, *flags):
-    proc, summary = run_script(
-        script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=tmp_path
-    )
+def evaluate_file(script, env_id, model, tmp_path, *flags, runner=run_main):
+    folder = tmp_path / f"evaluation-{script}"  # its own run folder (one second's runs of a file share one)
+    folder.mkdir(exist_ok=True)
+    proc, summary = runner(script, "--env-id", env_id, "--eval-model", model, "--eval-episodes", 2, *flags, tmp_path=folder)
     assert summary["status"] == "evaluated" and summary["global_step"] == 0 and summary["eval_episodes"] == 2
     assert "warning: --total-timesteps" not in proc.stderr  # an evaluation is no short training run
     assert not (run_dir(summary) / "model.pt").exists()  # nothing was trained, nothing is saved
@@ -77,7 +77,7 @@ def evaluate_file(script, env_id, model, tmp_path, *flags):
 def test_saved_agent_evaluates_as_in_memory_in_both_files(pair, tmp_path):
     trained = {}
     for script in (pair, pair + "_torchcompile"):
-        _, summary = run_script(script, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+        _, summary = run_main(script, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
         assert summary["status"] == "finished" and summary["eval_episodes"] == 2
         assert summary["eval_return_std"] >= 0 and math.isfinite(summary["eval_return_mean"])
         saved = torch.load(run_dir(summary) / "model.pt", map_location="cpu", weights_only=True)
@@ -104,7 +104,7 @@ def test_compiled_policy_evaluates_a_saved_agent(tmp_path):
     """The fast variant evaluates with its compiled policy (one compile, shared with training): same returns. PPO's,
     whose --compile compiles on a CPU too (SAC's and TD3's run their eager files there)."""
     pair = "ppo_continuous_action"
-    _, summary = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
+    _, summary = run_main(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
     got = evaluate_file(pair + "_torchcompile", ENV[pair], run_dir(summary) / "model.pt", tmp_path, "--compile")
     assert got == pytest.approx(summary["eval_return_mean"], rel=1e-5, abs=1e-4)
 
@@ -318,7 +318,8 @@ def test_graphed_policy_evaluates_what_the_baseline_does_on_gpu(pair, tmp_path):
         fast, *PAIRS[pair], "--compile", "--cudagraphs", "--save-model", "--eval-episodes", 2, tmp_path=tmp_path
     )
     model = run_dir(summary) / "model.pt"
-    assert evaluate_file(pair, ENV[pair], model, tmp_path) == pytest.approx(summary["eval_return_mean"], rel=1e-3, abs=1e-2)
+    got = evaluate_file(pair, ENV[pair], model, tmp_path, runner=run_script)  # (a process of its own: CUDA graphs)
+    assert got == pytest.approx(summary["eval_return_mean"], rel=1e-3, abs=1e-2)
     _, base = run_script(pair, *PAIRS[pair], "--save-model", "--eval-episodes", 2, tmp_path=tmp_path)
-    got = evaluate_file(fast, ENV[pair], run_dir(base) / "model.pt", tmp_path, "--cudagraphs")
+    got = evaluate_file(fast, ENV[pair], run_dir(base) / "model.pt", tmp_path, "--cudagraphs", runner=run_script)
     assert got == pytest.approx(base["eval_return_mean"], rel=1e-3, abs=1e-2)

@@ -22,14 +22,77 @@ def run_script(script, *flags, tmp_path, expect_ok=True, timeout=1200):
         raise AssertionError(
             f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
         )
-    summary = None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode == 0:
-        path = pathlib.Path(lines[-1])  # the last line printed is the path of summary.json
-        assert path.name == "summary.json" and path.is_file(), proc.stdout[-2000:]
-        summary = json.loads(path.read_text())
-        summary["_run_dir"] = str(path.parent)
-    return proc, summary
+    return proc, read_summary(proc)
+
+
+def run_main(script, *flags, tmp_path, expect_ok=True):
+    """run_script in this process (run_as_main): the same (CompletedProcess, summary) back, the imports paid once per
+    test process (the larger part of a short run_script on 2 cores). For the runs that need no process of their own: not a
+    signal, a killed worker, --async-envs or Ray, nor what C code prints (MuJoCo's notes)."""
+    proc = run_as_main(SCRIPTS / f"{script}.py", "--output-dir", tmp_path / "runs", *flags, cwd=tmp_path)
+    if expect_ok and proc.returncode != 0:
+        raise AssertionError(
+            f"{script} {' '.join(proc.args[1:])} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"
+            f"--- stderr\n{proc.stderr[-5000:]}"
+        )
+    return proc, read_summary(proc)
+
+
+def run_as_main(path, *args, cwd):
+    """`python path args` in this process: the file run as `__main__` (runpy; sys.argv as that command line gives it)
+    in cwd, its stdout and stderr captured (Python's warnings into stderr, as a process prints them), its exit status
+    the one `sys.exit` gives (1 for a message or an uncaught exception, whose traceback goes to stderr). torch's
+    counters (inductor's cache hits and misses, which a summary gives) start at zero as in a new process; the signal
+    handlers, the working directory, sys.argv and cuDNN's flag are put back."""
+    import contextlib
+    import io
+    import runpy
+    import signal
+    import traceback
+    import warnings
+
+    import torch
+
+    cmd = [str(path), *map(str, args)]
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    saved = [os.getcwd(), sys.argv, {s: signal.getsignal(s) for s in signals}, torch.backends.cudnn.deterministic]
+    if "torch._dynamo.utils" in sys.modules:
+        sys.modules["torch._dynamo.utils"].counters.clear()
+    try:
+        os.chdir(cwd)
+        sys.argv = cmd
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
+                warnings.formatwarning(message, category, filename, lineno, line)
+            )
+            try:
+                runpy.run_path(cmd[0], run_name="__main__")
+            except SystemExit as e:  # sys.exit(message) prints the message and exits 1
+                code = e.code if isinstance(e.code, int) or e.code is None else 1
+                if not isinstance(e.code, int) and e.code is not None:
+                    print(e.code, file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved[0])
+        sys.argv = saved[1]
+        for signum, handler in saved[2].items():
+            signal.signal(signum, handler)
+        torch.backends.cudnn.deterministic = saved[3]
+    return subprocess.CompletedProcess(cmd, code or 0, out.getvalue(), err.getvalue())
+
+
+def read_summary(proc):
+    """A finished run's summary.json, from the last line it printed (None for a run that failed)."""
+    if proc.returncode != 0:
+        return None
+    path = pathlib.Path(proc.stdout.strip().splitlines()[-1])  # the last line printed is the path of summary.json
+    assert path.name == "summary.json" and path.is_file(), proc.stdout[-2000:]
+    summary = json.loads(path.read_text())
+    summary["_run_dir"] = str(path.parent)
+    return summary
 
 
 def load_script(script):
