@@ -158,12 +158,13 @@ Options:
                           a machine with a time limit per command); the tables then cover all of them
   --aggregate DIR         run nothing: re-read DIR (the --out of an earlier run.sh, or any folder with run
                           folders holding summary.json, such as the scripts' own runs/) and rewrite its
-                          results.csv, results.md and plots, grouped by algorithm, env id and exp name
+                          results.csv, curves.csv (each run's curve, thinned), results.md and plots, grouped
+                          by algorithm, env id and exp name
   --reference FILE        with the aggregation: a CSV of published returns to compare with (algorithm, env_id, step,
                           return, std, ...: doc/results/cleanrl_reference.csv): each curves panel shows its points
                           for the panel's env id, and results.md gains each row's return at its last step against it
-  --publish DIR           afterwards, copy the small files (results.csv, results.md, machine.*, *.png) into
-                          DIR, e.g. doc/results/cpu-2core
+  --publish DIR           afterwards, copy the small files (results.csv, curves.csv, results.md, machine.*,
+                          *.png) into DIR, e.g. doc/results/cpu-2core
   --jobs N                up to N runs at once on this machine (default 1; needs bash 5.1+): each run slot gets
                           its own cores (taskset, OMP_NUM_THREADS = its share) and the next GPU in turn
                           (CUDA_VISIBLE_DEVICES); machine.json records the split, results.md marks the speeds as
@@ -373,8 +374,8 @@ done
 
 # ---------------------------------------------------------------------------------------------------------------
 # Aggregation: runs.tsv (it knows the runs that left no summary.json) and every summary.json under the folder ->
-# results.csv, results.md and PNG plots, by aggregate.py (pandas and matplotlib: requirements/requirements-dev.txt),
-# in the order of the tables above. Its status: 0 written; 3 pandas or matplotlib missing here (it said so in one
+# results.csv, curves.csv, results.md and PNG plots, by aggregate.py (pandas and matplotlib:
+# requirements/requirements-dev.txt), in the order of the tables above. Its status: 0 written; 3 pandas or matplotlib missing here (it said so in one
 # line: the runs are recorded all the same, and ./run.sh --aggregate makes the tables where they are installed).
 aggregate() { # dir
     if [ -d "$1/tasks" ]; then # Slurm: each task wrote its own row (no two tasks write one file); gather them
@@ -387,7 +388,7 @@ aggregate() { # dir
 publish() { # from to
     mkdir -p "$2" || return 1
     local f
-    for f in "$1"/results.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/*.png; do
+    for f in "$1"/results.csv "$1"/curves.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/*.png; do
         [ -f "$f" ] && cp "$f" "$2"/
     done
     echo "run.sh: published to $2"

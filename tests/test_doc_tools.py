@@ -63,6 +63,53 @@ def test_suite_keeps_the_other_tier_s_row():
     assert suite.merged([quick, full], again) == [again, full]
 
 
+def test_curves_draws_every_seed_across_folders_and_their_mean(tmp_path):
+    """tools/curves.py: a file's seeds from two results folders, one published without curves.csv (its seed a final
+    point), the other with it (each seed's curve); the mean of the finished seeds over the steps they all cover."""
+    from helpers.run_sh import check_png
+
+    curves = load_tool(TOOLS / "curves.py")
+    header = "algorithm,variant,seed,status,env_id,exp_name,episodic_return,global_step\n"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old/results.csv").write_text(
+        header
+        + "sac_continuous_action,fast,1,finished,HalfCheetah-v4,sac,900.0,1000\n"
+        + "sac_continuous_action,fast,9,finished,HalfCheetah-v4,bf16,5.0,1000\n"  # another exp name: not this file's
+        + "td3_continuous_action,fast,1,finished,HalfCheetah-v4,td3,7.0,1000\n"
+    )
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new/results.csv").write_text(
+        header
+        + "sac_continuous_action,fast,2,finished,HalfCheetah-v4,sac,100.0,1000\n"
+        + "sac_continuous_action,fast,3,finished,HalfCheetah-v4,sac,300.0,1100\n"
+        + "sac_continuous_action,fast,4,terminated,HalfCheetah-v4,sac,50.0,500\n"
+        + "sac_continuous_action,fast,5,failed,HalfCheetah-v4,sac,,\n"  # no return: not drawn
+    )
+    rows = ["algorithm,variant,exp_name,env_id,seed,global_step,wall_time_s,episodic_return"]
+    rows += [f"sac_continuous_action,fast,sac,HalfCheetah-v4,2,{step},1.0,{step / 10}" for step in (0, 500, 1000)]
+    rows += [f"sac_continuous_action,fast,sac,HalfCheetah-v4,3,{step},1.0,300" for step in (100, 1100)]
+    rows += ["sac_continuous_action,fast,sac,HalfCheetah-v4,4,500,1.0,50"]
+    (tmp_path / "new/curves.csv").write_text("\n".join(rows) + "\n")
+
+    seeds = curves.seeds_of(tmp_path, ["old", "new"], "sac_continuous_action", "fast", "sac")
+    assert [(s["folder"], s["seed"], s["status"], s["final"]) for s in seeds] == [
+        ("old", 1, "finished", 900.0),
+        ("new", 2, "finished", 100.0),
+        ("new", 3, "finished", 300.0),
+        ("new", 4, "terminated", 50.0),
+    ]
+    assert seeds[0]["curve"] is None and seeds[1]["curve"] == ([0, 500, 1000], [0.0, 50.0, 100.0])
+    assert seeds[3]["curve"] == ([500], [50.0])
+
+    grid, mean = curves.seed_mean([seeds[1]["curve"], seeds[2]["curve"]], points=5)
+    assert list(grid) == [100.0, 325.0, 550.0, 775.0, 1000.0]  # the steps both cover
+    assert list(mean) == [(10.0 + 300) / 2, (32.5 + 300) / 2, (55.0 + 300) / 2, (77.5 + 300) / 2, (100.0 + 300) / 2]
+
+    reference = [dict(algorithm="sac_continuous_action", env_id="HalfCheetah-v4", step=1000, ret=200.0, std=20.0, seeds=3)]
+    curves.draw("sac_continuous_action", [("SAC: sac.py", seeds)], reference, tmp_path / "learning.png")
+    check_png(tmp_path / "learning.png")
+
+
 def test_torchrun_runs_both_ways_and_writes_a_row_per_run(tmp_path):
     """Two short runs (2 iterations), 2 ranks under torchrun and 1 process: both finish with a speed and a return."""
     command = [sys.executable, TOOLS / "torchrun.py", "--seeds", "1", "--total-timesteps", "2048", "--out", tmp_path]

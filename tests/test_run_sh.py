@@ -142,6 +142,39 @@ def test_aggregate_py_groups_runs_and_records_failures(tmp_path):
     for name in ["sps_sac_continuous_action.png", "curves_sac_continuous_action.png", "sps_td3_continuous_action.png"]:
         check_png(out / name)
 
+    # curves.csv: each run's rows that have a return (metrics.csv's first row has none), under the run's keys; the run
+    # without an episode and the two without a run folder give none
+    with open(out / "curves.csv", newline="") as f:
+        curves = list(csv.DictReader(f))
+    assert list(curves[0]) == ["algorithm", "variant", "exp_name", "env_id", "seed"] + [
+        "global_step",
+        "wall_time_s",
+        "episodic_return",
+    ]
+    runs = [(r["algorithm"], r["variant"], r["seed"], r["exp_name"], r["env_id"]) for r in curves[::3]]
+    assert runs == [
+        ("sac_continuous_action", "baseline", "1", "sac_continuous_action", "HalfCheetah-v4"),
+        ("sac_continuous_action", "fast", "2", "sac_continuous_action_torchcompile", "HalfCheetah-v4"),
+        ("td3_continuous_action", "fast", "1", "td3_continuous_action_torchcompile", "HalfCheetah-v4"),
+    ]
+    assert [(r["global_step"], r["wall_time_s"], r["episodic_return"]) for r in curves[:3]] == [
+        ("2000", "20.0", "1.0"),
+        ("2500", "21.0", "2.0"),
+        ("3000", "22.0", "3.0"),
+    ]
+
+
+def test_curves_csv_thins_a_long_curve_evenly(tmp_path):
+    """A run of 1,000 logged returns gives curves.csv CURVE_POINTS rows, evenly spaced, its first and last kept."""
+    write_run(tmp_path, "sac_continuous_action", "fast", 1, 100.0, 5.0, returns_curve=[float(i) for i in range(1000)])
+    aggregate.aggregate(tmp_path, algorithms=["sac_continuous_action"], variants=["fast"])
+    with open(tmp_path / "curves.csv", newline="") as f:
+        returns = [float(r["episodic_return"]) for r in csv.DictReader(f)]
+    assert len(returns) == aggregate.CURVE_POINTS == 250
+    assert returns[0] == 0.0 and returns[-1] == 999.0
+    gaps = {b - a for a, b in zip(returns, returns[1:])}
+    assert gaps <= {4.0, 5.0}, gaps  # 999 steps of the index over 249 gaps: each 4 or 5
+
 
 def test_aggregate_py_gives_the_time_to_the_first_update_cold_and_warm(tmp_path):
     """From runs.tsv's launch time and each summary's first update and compile-cache counters: results.csv's
@@ -380,6 +413,7 @@ def test_aggregate_synthetic(tmp_path):
     run_sh("--aggregate", out, "--publish", pub, check=0)
     assert {p.name for p in pub.iterdir()} == {
         "results.csv",
+        "curves.csv",
         "results.md",
         "sps_sac_continuous_action.png",
         "curves_sac_continuous_action.png",

@@ -1,11 +1,11 @@
 """The benchmark driver's Python, run by run.sh beside it: the records it keeps next to the runs (bench.json, how
 run.sh was called; machine.json and machine.md, the machine) and the results it makes from every run's summary.json
-(results.csv, results.md, the PNG plots).
+(results.csv, results.md, the PNG plots, and curves.csv: each run's curve, thinned).
 
 The results group the runs by algorithm, env id, exp name (--exp-name; the scripts' default, their file name, counts as
 one name for both files of a pair) and variant, so that it also compares a user's own runs: `./run.sh --aggregate runs`.
 
-    python aggregate.py DIR [--algorithms A,B] [--variants V,W]    results.csv, results.md and plots in DIR
+    python aggregate.py DIR [--algorithms A,B] [--variants V,W]    results.csv, curves.csv, results.md, plots in DIR
     python aggregate.py --record-bench DIR --command ... [-- FLAGS]  bench.json
     python aggregate.py --record-machine DIR [--jobs N] ...         machine.json, machine.md
 
@@ -437,17 +437,46 @@ def reference_cells(folder, runs, stats, reference):
     return cells
 
 
+def read_curve(folder, run):
+    """A run's episodic return against steps and wall time: the rows of its metrics.csv that have one (none where the
+    run has no metrics.csv, or an empty or broken one)."""
+    columns = ["global_step", "wall_time_s", "episodic_return"]
+    try:
+        metrics = pd.read_csv(folder / run.run_dir / "metrics.csv").reindex(columns=columns)
+    except (OSError, ValueError):
+        return pd.DataFrame(columns=columns)
+    return metrics.apply(pd.to_numeric, errors="coerce").dropna(subset=["global_step", "episodic_return"])
+
+
+CURVE_POINTS = 250  # curves.csv's most rows per run: a curve's shape in a file small enough to publish
+
+
+def write_curves(folder, runs):
+    """curves.csv: each run's curve (read_curve) under its algorithm, variant, exp name, env id and seed, thinned evenly
+    to at most CURVE_POINTS rows, its first and last kept. What a page that draws the seeds of several results folders
+    together needs (run.sh --publish copies it; the runs' folders are not published)."""
+    keys = ["algorithm", "variant", "exp_name", "env_id", "seed"]
+    parts = []
+    for run in runs[runs.run_dir != ""].itertuples():
+        metrics = read_curve(folder, run)
+        n = len(metrics)
+        if n == 0:
+            continue
+        k = min(n, CURVE_POINTS)
+        keep = sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(k)})
+        metrics = metrics.iloc[keep].astype({"global_step": int})
+        metrics = metrics.round({"wall_time_s": 1, "episodic_return": 2})
+        parts.append(metrics.assign(**{key: getattr(run, key) for key in keys}))
+    columns = keys + ["global_step", "wall_time_s", "episodic_return"]
+    curves = pd.concat(parts) if parts else pd.DataFrame(columns=columns)
+    curves[columns].to_csv(folder / "curves.csv", index=False, lineterminator="\r\n")
+
+
 def curve_panels(folder, axes, runs, colors):
     """Episodic return against steps (axes[0]) and against wall time (axes[1]), one line per run."""
     labelled = set()  # one legend entry per variant
     for run in runs[runs.run_dir != ""].itertuples():
-        try:
-            metrics = pd.read_csv(folder / run.run_dir / "metrics.csv").reindex(
-                columns=["global_step", "wall_time_s", "episodic_return"]
-            )
-        except (OSError, ValueError):  # no metrics.csv, or an empty or broken one
-            continue
-        metrics = metrics.apply(pd.to_numeric, errors="coerce").dropna(subset=["global_step", "episodic_return"])
+        metrics = read_curve(folder, run)
         if len(metrics) == 0:
             continue
         marker = None
@@ -690,10 +719,10 @@ def read_json(path):
 
 
 def aggregate(folder, algorithms=(), variants=(), reference=None):
-    """results.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it: one table row
-    per algorithm, env id, exp name and variant. algorithms and variants (run.sh's lists) order the tables; the variants
-    also give the plots their colours; reference, a file of published returns to compare with (--reference). Returns
-    the runs as results.csv has them."""
+    """results.csv, curves.csv, results.md and the plots in folder, from its runs.tsv and every summary.json under it:
+    one table row per algorithm, env id, exp name and variant. algorithms and variants (run.sh's lists) order the
+    tables; the variants also give the plots their colours; reference, a file of published returns to compare with
+    (--reference). Returns the runs as results.csv has them."""
     global pd, plt
     import matplotlib.pyplot as plt
     import pandas as pd
@@ -703,6 +732,7 @@ def aggregate(folder, algorithms=(), variants=(), reference=None):
     runs = runs.fillna(dict.fromkeys(TEXT_COLUMNS, ""))
     runs = sort_runs(add_groups(runs), algorithms, variants)
     runs[COLUMNS].to_csv(folder / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
+    write_curves(folder, runs)
     stats = variant_stats(runs)
     machine = read_json(folder / "machine.json")
     bench = read_json(folder / "bench.json")
