@@ -19,10 +19,15 @@ def run_script(script, *flags, tmp_path, expect_ok=True, timeout=1200):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     if expect_ok and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
-        )
+        raise failed(" ".join(cmd), proc)
     return proc, read_summary(proc)
+
+
+def failed(command, proc):
+    """What a run that should have succeeded says in a test's failure: its command, its exit status, its output's end."""
+    return AssertionError(
+        f"{command} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    )
 
 
 def run_main(script, *flags, tmp_path, expect_ok=True):
@@ -31,10 +36,7 @@ def run_main(script, *flags, tmp_path, expect_ok=True):
     signal, a killed worker, --async-envs or Ray, nor what C code prints (MuJoCo's notes)."""
     proc = run_as_main(SCRIPTS / f"{script}.py", "--output-dir", tmp_path / "runs", *flags, cwd=tmp_path)
     if expect_ok and proc.returncode != 0:
-        raise AssertionError(
-            f"{script} {' '.join(proc.args[1:])} exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"
-            f"--- stderr\n{proc.stderr[-5000:]}"
-        )
+        raise failed(f"{script} {' '.join(proc.args[1:])}", proc)
     return proc, read_summary(proc)
 
 
