@@ -268,24 +268,25 @@ def test_the_constraints_pin_versions_the_requirements_admit(constraints, files)
 
 
 def test_the_headline_caption_is_the_learning_page_s():
-    """The caption under the headline picture: the return at 1M, CleanRL's figure, every other figure it gives and the
-    curve it claims to beat are the learning page's row of that file and seed; one seed is said as one seed."""
+    """The headline picture is the learning page's figure of the fast SAC file's seeds; its caption's seeds, return at
+    1M and CleanRL's figure are the learning table's row of that file without flags, and every other figure it gives
+    is in that row."""
     text = README.read_text()
+    picture = re.search(r"!\[[^]]*\]\(([^)]*)\)", text).group(1)
+    assert picture == "doc/results/learning_sac_continuous_action.png" and (ROOT / picture).is_file(), picture
     caption = " ".join(text[text.index("![") :].split("\n\n")[1].split())
-    assert caption.startswith("*The fast SAC file (no flags,"), caption
-    seed = re.search(r"seed (\d+)\)", caption).group(1)
     (row,) = [
         r
-        for r in learning_page_rows()
-        if r["file and flags"] == "`sac_continuous_action_torchcompile.py`" and r["seed"] == seed
+        for r in table_rows(section(LEARNING.read_text(), "## In short"))
+        if r["file and flags"] == "`sac_continuous_action_torchcompile.py`"
     ]
-    assert row["steps"] == "1,000,000" and f"{row['return']} at 1M" in caption, (row["return"], caption)
-    cleanrl = row["CleanRL (mean ± std, at its budget)"].split(" at ")[0]
-    assert f"against CleanRL's {cleanrl} (3 seeds)" in caption, cleanrl
-    assert "one seed" in caption
+    seeds = row["seeds"].split(", ")
+    said = ", ".join(seeds[:-1]) + f" and {seeds[-1]}"
+    assert caption.startswith(f"*The fast SAC file (no flags, seeds {said})"), caption
+    assert f"{row['return']} at 1M against CleanRL's {row['CleanRL']} (3 seeds)" in caption, (row, caption)
     cells = " ".join([*row.values(), *row.keys()])
     for figure in re.findall(r"(?<![\w.-])(\d[\d,.]*\d|\d)(?![\w-])", caption):
-        assert figure in cells, f"the caption says {figure}; the learning page's row does not"
+        assert figure in cells, f"the caption says {figure}; the learning table's row does not"
 
 
 def test_the_flag_advice_names_the_three_cpus_and_types_no_figure():
