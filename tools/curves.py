@@ -12,7 +12,6 @@ the page's tables), and an algorithm without a panel no figure.
 """
 
 import argparse
-import csv
 import pathlib
 import sys
 
@@ -20,13 +19,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from helpers.scripts import load_tool  # noqa: E402
 
+tables = load_tool(ROOT / "tools" / "tables.py")  # the learning page's runs, and its reader of results files
+aggregate = load_tool(ROOT / "tools" / "aggregate.py")  # the reference's reader and its points on a panel
 RESULTS = ROOT / "doc" / "results"
 MEAN_POINTS = 200  # the mean's steps: evenly spaced over the steps every finished seed's curve covers
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def seeds_of(results, folders, algorithm, variant, exp):
@@ -35,8 +31,8 @@ def seeds_of(results, folders, algorithm, variant, exp):
     seeds = []
     for folder in folders:
         path = results / folder / "curves.csv"
-        curves = read_csv(path) if path.is_file() else None
-        for row in read_csv(results / folder / "results.csv"):
+        curves = tables.read_csv(path) if path.is_file() else None
+        for row in tables.read_csv(results / folder / "results.csv"):
             if (row["algorithm"], row["variant"]) != (algorithm, variant) or not row["episodic_return"]:
                 continue
             if exp is not None and row["exp_name"] != exp:
@@ -79,7 +75,6 @@ def draw(algorithm, panels, reference, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    aggregate = load_tool(ROOT / "tools" / "aggregate.py")
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 4.2 * len(panels)), layout="tight", squeeze=False)
     for axis, (title, seeds) in zip(axes[:, 0], panels):
         for i, s in enumerate(seeds):
@@ -107,8 +102,6 @@ def draw(algorithm, panels, reference, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.parse_args(argv)
-    tables = load_tool(ROOT / "tools" / "tables.py")
-    aggregate = load_tool(ROOT / "tools" / "aggregate.py")
     reference = aggregate.read_reference(RESULTS / "cleanrl_reference.csv")
     by_algorithm = {}
     for name, folder, algorithm, variant, exp, shown in tables.LEARNING_RUNS:
