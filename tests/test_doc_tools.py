@@ -48,6 +48,10 @@ def test_the_doc_tools_refuse_bad_input_in_one_line(tmp_path):
         ("micro.py", ["--blocks", "0"], "--blocks: at least 1"),
         ("torchrun.py", ["--seeds", "one"], "--seeds: a comma-separated list of integers"),
         ("torchrun.py", ["--total-timesteps", "-5"], "--total-timesteps: at least 1"),
+        ("env_versions.py", ["--env-ids", "Nope-v0", "--against", sys.executable], "--env-ids: Nope-v0 is no gymnasium env"),
+        ("env_versions.py", ["--steps", "0"], "--steps: must be at least 1, got 0"),
+        ("env_versions.py", [], "--against: give at least one other Python"),
+        ("env_versions.py", ["--against", "/no/python"], "--against /no/python: No such file or directory"),
     ]:
         proc = subprocess.run(
             [sys.executable, TOOLS / tool, *flags, "--out", tmp_path], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -108,6 +112,26 @@ def test_curves_draws_every_seed_across_folders_and_their_mean(tmp_path):
     reference = [dict(algorithm="sac_continuous_action", env_id="HalfCheetah-v4", step=1000, ret=200.0, std=20.0, seeds=3)]
     curves.draw("sac_continuous_action", [("SAC: sac.py", seeds)], reference, tmp_path / "learning.png")
     check_png(tmp_path / "learning.png")
+
+
+def test_env_versions_plays_alike_and_sees_one_ulp(tmp_path):
+    """tools/env_versions.py with this Python as the other: the same play to the bit; the control (the first action one
+    ulp off) differs from the first step on, by a little, and grows."""
+    command = [sys.executable, TOOLS / "env_versions.py", "--against", sys.executable, "--env-ids", "HalfCheetah-v4"]
+    subprocess.run(command + ["--steps", "60", "--out", tmp_path], check=True, cwd=ROOT, capture_output=True, timeout=300)
+    with open(tmp_path / "env_versions.csv", newline="") as f:
+        nudged, same = list(csv.DictReader(f))
+    assert nudged["played_by"] == "the same, first action one ulp off" and same["played_by"] == nudged["reference"]
+    assert (same["same_actions"], same["same_reset"], nudged["same_actions"], nudged["same_reset"]) == (
+        "True",
+        "True",
+        "False",
+        "True",
+    )
+    assert float(same["first_step_obs_diff"]) == float(same["largest_jump"]) == 0 and same["parted_at"] == ""
+    assert same["reward_sum"] == same["reference_reward_sum"]
+    assert 0 < float(nudged["first_step_obs_diff"]) < 1e-5 and nudged["reward_sum"] != nudged["reference_reward_sum"]
+    assert json.loads((tmp_path / "machine.json").read_text())["mujoco"]
 
 
 def test_torchrun_runs_both_ways_and_writes_a_row_per_run(tmp_path):
