@@ -129,7 +129,8 @@ def test_env_versions_plays_alike_and_sees_one_ulp(tmp_path):
         "True",
     )
     assert float(same["first_step_obs_diff"]) == float(same["largest_jump"]) == 0 and same["parted_at"] == ""
-    assert same["reward_sum"] == same["reference_reward_sum"]
+    assert same["reward_sum"] == same["reference_reward_sum"] and same["contact_steps"] == same["reference_contact_steps"]
+    assert 0 < int(same["contact_steps"]) <= 60  # the cheetah's feet touch the ground
     assert 0 < float(nudged["first_step_obs_diff"]) < 1e-5 and nudged["reward_sum"] != nudged["reference_reward_sum"]
     assert json.loads((tmp_path / "machine.json").read_text())["mujoco"]
 

@@ -19,7 +19,8 @@ env_versions.csv gets a row per env and other play, against this Python's plain 
 reset were the same, the largest difference in an observation and in the reward after the first step (from the same
 state and action: the physics itself), the largest difference one step makes between observations that agreed to
 1e-9 (rounding's differences grow at most ~100x a step; a contact computed otherwise jumps further), the step where
-the observations first differ by more than 1e-3 (the trajectories part), and each play's sum of rewards.
+the observations first differ by more than 1e-3 (the trajectories part), each play's sum of rewards and its steps
+that ended with a contact (MuJoCo's, with the ground or between parts).
 machine.json and machine.md record this Python's machine and versions; each row names the other play's.
 tools/tables.py writes the learning page's table from the CSV.
 """
@@ -37,11 +38,13 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ENV_IDS = ["HalfCheetah-v4", "Hopper-v4", "Walker2d-v4"]  # the MuJoCo tasks of CleanRL's benchmarks, v4 as its files'
 APART = 1e-3  # an observation this far from the other play's: the trajectories have parted
+PARTS = ["obs", "rew", "act", "con"]  # a play's arrays, as play() returns them
 CLOSE = 1e-9  # observations this close agree but for rounding (which grew them at most ~100x a step here)
 
 
 def play(env_ids, steps, seed, nudge=False):
-    """Each env played as the docstring says: {env_id: (observations, rewards, actions)}, and the versions that played."""
+    """Each env played as the docstring says: {env_id: (observations, rewards, actions, contacts)}, and the versions
+    that played (contacts: MuJoCo's count after each step)."""
     import gymnasium as gym
     import mujoco
 
@@ -50,7 +53,7 @@ def play(env_ids, steps, seed, nudge=False):
         env = gym.make(env_id)
         generator = np.random.default_rng(0)
         low, high = env.action_space.low, env.action_space.high
-        observations, rewards, actions = [env.reset(seed=seed)[0]], [], []
+        observations, rewards, actions, contacts = [env.reset(seed=seed)[0]], [], [], []
         for step in range(steps):
             action = generator.uniform(low, high).astype(np.float32)
             if nudge and step == 0:  # one ulp toward zero
@@ -58,28 +61,32 @@ def play(env_ids, steps, seed, nudge=False):
             obs, reward, terminated, truncated, _ = env.step(action)
             rewards.append(reward)
             actions.append(action)
+            contacts.append(env.unwrapped.data.ncon)
             observations.append(env.reset()[0] if terminated or truncated else obs)
         env.close()
-        plays[env_id] = np.array(observations, dtype=np.float64), np.array(rewards, np.float64), np.array(actions)
+        plays[env_id] = (
+            np.array(observations, np.float64),
+            np.array(rewards, np.float64),
+            np.array(actions),
+            np.array(contacts),
+        )
     versions = f"gymnasium {gym.__version__}, mujoco {mujoco.__version__}, numpy {np.__version__}"
     return plays, versions
 
 
 def save(path, plays, versions):
-    arrays = {f"{env_id}.{part}": a for env_id, play in plays.items() for part, a in zip(["obs", "rew", "act"], play)}
+    arrays = {f"{env_id}.{part}": a for env_id, play in plays.items() for part, a in zip(PARTS, play)}
     np.savez(path, versions=np.array(versions), **arrays)
 
 
 def load(path, env_ids):
     with np.load(path) as f:
-        return {env_id: tuple(f[f"{env_id}.{part}"] for part in ["obs", "rew", "act"]) for env_id in env_ids}, str(
-            f["versions"]
-        )
+        return {env_id: tuple(f[f"{env_id}.{part}"] for part in PARTS) for env_id in env_ids}, str(f["versions"])
 
 
 def compare(env_id, mine, other, played_by):
     """A row of env_versions.csv: the other play against this Python's plain play."""
-    (obs, rew, act), (obs2, rew2, act2) = mine, other
+    (obs, rew, act, con), (obs2, rew2, act2, con2) = mine, other
     apart = np.abs(obs - obs2).max(1)
     parted = np.flatnonzero(apart > APART)
     jumps = apart[1:][apart[:-1] <= CLOSE]  # one step's difference, from observations that agreed
@@ -95,6 +102,8 @@ def compare(env_id, mine, other, played_by):
         parted_at=int(parted[0]) if len(parted) else None,
         reward_sum=float(rew2.sum()),
         reference_reward_sum=float(rew.sum()),
+        contact_steps=int((con2 > 0).sum()),
+        reference_contact_steps=int((con > 0).sum()),
     )
 
 
