@@ -29,6 +29,7 @@ MICRO = "cpu-2core-micro"  # the folder of tools/micro.py's timings
 LOCKSTEP = "cpu-2core-lockstep"  # the folder of tools/lockstep.py's runs
 TORCHRUN = "cpu-2core-torchrun"  # the folder of tools/torchrun.py's runs
 SUITE = "cpu-2core-suite"  # the folder of tools/suite.py's timings of the tests
+ENV_VERSIONS = "cpu-2core-env-versions"  # the folder of tools/env_versions.py's plays
 FRESH_INSTALLS = ["cpu-2core-python311", "cpu-2core-python312"]  # a fresh clone's CPU install, quick start, quick tier
 
 ALGORITHMS = {  # the name a reader knows, and the env of the runs
@@ -221,6 +222,31 @@ def learning_table():
         else:
             said = f"{statistics.mean(returns):.1f} ± {statistics.stdev(returns):.1f}"
         lines.append(f"| {name} | `{shown}` | {seeds} | {said} | {cleanrl(algorithm, rows[0]['env_id'])} |")
+    return lines
+
+
+def env_versions_table():
+    """tools/env_versions.py's plays: CleanRL's MuJoCo tasks played alike by other libraries, against today's."""
+    rows = read_csv(RESULTS / ENV_VERSIONS / "env_versions.csv")
+    info = machine(ENV_VERSIONS)
+    tiny = lambda x: "0" if float(x) == 0 else f"{float(x):.1e}"  # noqa: E731
+    lines = [
+        f"Played by `python tools/env_versions.py` on a {cpu_words(info)}, commit {commit(info)}"
+        f" ([env_versions.csv]({ENV_VERSIONS}/env_versions.csv)): each env {int(rows[0]['steps']):,} steps of the same"
+        f" random actions from the same seeded reset, against {rows[0]['reference']}.",
+        "",
+        "| env | played by | the same actions, reset | after the first step: largest difference in an observation,"
+        " in the reward | largest difference one step opens from agreement (1e-9) | trajectories part (1e-3) at step |"
+        " steps that ended with a contact: theirs, ours | sum of rewards: theirs, ours |",
+        "| --- " * 8 + "|",
+    ]
+    for row in rows:
+        same = ", ".join("yes" if row[k] == "True" else "no" for k in ("same_actions", "same_reset"))
+        cells = [row["env_id"], row["played_by"], same]
+        cells += [f"{tiny(row['first_step_obs_diff'])}, {tiny(row['first_step_reward_diff'])}", tiny(row["largest_jump"])]
+        cells += [row["parted_at"] or "not within these steps", f"{row['contact_steps']}, {row['reference_contact_steps']}"]
+        cells += [f"{float(row['reward_sum']):,.3f}, {float(row['reference_reward_sum']):,.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -654,7 +680,7 @@ PAGES = {
     USAGE: {"checkpoint-cost": checkpoint_table, "fresh-install": fresh_install_table},
     TESTING: {"suite": suite_line},
     TUNING: {"tune": tune_table},
-    LEARNING_PAGE: {"learning": learning_table, "learning-runs": learning_runs_table},
+    LEARNING_PAGE: {"learning": learning_table, "learning-runs": learning_runs_table, "env-versions": env_versions_table},
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
     RESULTS / "cpu-2core" / "roofline.md": {"roofline-compile": roofline_compile_table},
