@@ -49,6 +49,7 @@ def test_the_doc_tools_refuse_bad_input_in_one_line(tmp_path):
         ("torchrun.py", ["--seeds", "one"], "--seeds: a comma-separated list of integers"),
         ("torchrun.py", ["--total-timesteps", "-5"], "--total-timesteps: at least 1"),
         ("env_versions.py", ["--env-ids", "Nope-v0", "--against", sys.executable], "--env-ids: Nope-v0 is no gymnasium env"),
+        ("env_versions.py", ["--env-ids", "CartPole-v1"], "--env-ids: CartPole-v1 has Discrete(2) actions, not a Box"),
         ("env_versions.py", ["--steps", "0"], "--steps: must be at least 1, got 0"),
         ("env_versions.py", [], "--against: give at least one other Python"),
         ("env_versions.py", ["--against", "/no/python"], "--against /no/python: No such file or directory"),

@@ -61,7 +61,7 @@ def play(env_ids, steps, seed, nudge=False):
             obs, reward, terminated, truncated, _ = env.step(action)
             rewards.append(reward)
             actions.append(action)
-            contacts.append(env.unwrapped.data.ncon)
+            contacts.append(getattr(getattr(env.unwrapped, "data", None), "ncon", 0))  # (0: not a MuJoCo env)
             observations.append(env.reset()[0] if terminated or truncated else obs)
         env.close()
         plays[env_id] = (
@@ -127,6 +127,12 @@ def main():
     unknown = [env_id for env_id in args.env_ids if env_id not in gym.registry]
     if unknown:
         parser.exit(2, f"env_versions.py: error: --env-ids: {unknown[0]} is no gymnasium env here\n")
+    for env_id in args.env_ids:
+        space = gym.make(env_id).action_space
+        if not isinstance(space, gym.spaces.Box):
+            parser.exit(
+                2, f"env_versions.py: error: --env-ids: {env_id} has {space} actions, not a Box of them to draw from\n"
+            )
     if not args.against:
         parser.exit(2, "env_versions.py: error: --against: give at least one other Python to play the envs\n")
     mine, versions = play(args.env_ids, args.steps, args.seed)
