@@ -48,11 +48,20 @@ def test_the_doc_tools_refuse_bad_input_in_one_line(tmp_path):
         ("micro.py", ["--blocks", "0"], "--blocks: at least 1"),
         ("torchrun.py", ["--seeds", "one"], "--seeds: a comma-separated list of integers"),
         ("torchrun.py", ["--total-timesteps", "-5"], "--total-timesteps: at least 1"),
-        ("env_versions.py", ["--env-ids", "Nope-v0", "--against", sys.executable], "--env-ids: Nope-v0 is no gymnasium env"),
-        ("env_versions.py", ["--env-ids", "CartPole-v1"], "--env-ids: CartPole-v1 has Discrete(2) actions, not a Box"),
+        (
+            "env_versions.py",
+            ["--env-ids", "Nope-v0", "--against", sys.executable],
+            "--env-ids: Nope-v0: Environment `Nope` doesn't exist",
+        ),
+        (
+            "env_versions.py",
+            ["--env-ids", "CartPole-v1", "--against", sys.executable],
+            "--env-ids: CartPole-v1 has Discrete(2) actions, not a Box",
+        ),
         ("env_versions.py", ["--steps", "0"], "--steps: must be at least 1, got 0"),
+        ("env_versions.py", ["--seed", "-1", "--against", sys.executable], "--seed: must be in [0, 2**32), got -1"),
         ("env_versions.py", [], "--against: give at least one other Python"),
-        ("env_versions.py", ["--against", "/no/python"], "--against /no/python: No such file or directory"),
+        ("env_versions.py", ["--against", "/no/python"], "--against /no/python: no program to run there"),
     ]:
         proc = subprocess.run(
             [sys.executable, TOOLS / tool, *flags, "--out", tmp_path], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -117,7 +126,7 @@ def test_curves_draws_every_seed_across_folders_and_their_mean(tmp_path):
 
 def test_env_versions_plays_alike_and_sees_one_ulp(tmp_path):
     """tools/env_versions.py with this Python as the other: the same play to the bit; the control (the first action one
-    ulp off) differs from the first step on, by a little, and grows."""
+    ulp off) differs from the first step on, by a little, and the trajectories part."""
     command = [sys.executable, TOOLS / "env_versions.py", "--against", sys.executable, "--env-ids", "HalfCheetah-v4"]
     subprocess.run(command + ["--steps", "60", "--out", tmp_path], check=True, cwd=ROOT, capture_output=True, timeout=300)
     with open(tmp_path / "env_versions.csv", newline="") as f:
@@ -130,9 +139,10 @@ def test_env_versions_plays_alike_and_sees_one_ulp(tmp_path):
         "True",
     )
     assert float(same["first_step_obs_diff"]) == float(same["largest_jump"]) == 0 and same["parted_at"] == ""
-    assert same["reward_sum"] == same["reference_reward_sum"] and same["contact_steps"] == same["reference_contact_steps"]
-    assert 0 < int(same["contact_steps"]) <= 60  # the cheetah's feet touch the ground
+    assert same["reward_sum"] == same["reference_reward_sum"] and same["checked_steps"] == "60"  # HalfCheetah never ends
+    assert 0 < int(same["checked_contact_steps"]) < 60 and 1 <= int(same["first_contact_at"]) < 60  # its feet touch ground
     assert 0 < float(nudged["first_step_obs_diff"]) < 1e-5 and nudged["reward_sum"] != nudged["reference_reward_sum"]
+    assert 1 <= int(nudged["checked_steps"]) < 60 and 1 < int(nudged["parted_at"]) < 60  # it grows, then parts
     assert json.loads((tmp_path / "machine.json").read_text())["mujoco"]
 
 

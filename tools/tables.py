@@ -229,22 +229,25 @@ def env_versions_table():
     """tools/env_versions.py's plays: CleanRL's MuJoCo tasks played alike by other libraries, against today's."""
     rows = read_csv(RESULTS / ENV_VERSIONS / "env_versions.csv")
     info = machine(ENV_VERSIONS)
-    tiny = lambda x: "0" if float(x) == 0 else f"{float(x):.1e}"  # noqa: E731
+    tiny = lambda x: "-" if x == "" else "0" if float(x) == 0 else f"{float(x):.1e}"  # noqa: E731
     lines = [
         f"Played by `python tools/env_versions.py` on a {cpu_words(info)}, commit {commit(info)}"
         f" ([env_versions.csv]({ENV_VERSIONS}/env_versions.csv)): each env {int(rows[0]['steps']):,} steps of the same"
         f" random actions from the same seeded reset, against {rows[0]['reference']}.",
         "",
         "| env | played by | the same actions, reset | after the first step: largest difference in an observation,"
-        " in the reward | largest difference one step opens from agreement (1e-9) | trajectories part (1e-3) at step |"
-        " steps that ended with a contact: theirs, ours | sum of rewards: theirs, ours |",
-        "| --- " * 8 + "|",
+        " in the reward | steps checked (from observations within 1e-9, no episode ending), with a contact"
+        " | largest difference a checked step opened, at step | our first contact at step"
+        " | trajectories part (1e-3) at step | sum of rewards: theirs, ours |",
+        "| --- " * 9 + "|",
     ]
     for row in rows:
         same = ", ".join("yes" if row[k] == "True" else "no" for k in ("same_actions", "same_reset"))
         cells = [row["env_id"], row["played_by"], same]
-        cells += [f"{tiny(row['first_step_obs_diff'])}, {tiny(row['first_step_reward_diff'])}", tiny(row["largest_jump"])]
-        cells += [row["parted_at"] or "not within these steps", f"{row['contact_steps']}, {row['reference_contact_steps']}"]
+        cells += [f"{tiny(row['first_step_obs_diff'])}, {tiny(row['first_step_reward_diff'])}"]
+        cells += [f"{row['checked_steps']}, {row['checked_contact_steps']}"]
+        cells += [f"{tiny(row['largest_jump'])}, {row['jump_at'] or '-'}", row["first_contact_at"] or "-"]
+        cells += [row["parted_at"] or "not within these steps"]
         cells += [f"{float(row['reward_sum']):,.3f}, {float(row['reference_reward_sum']):,.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
