@@ -91,7 +91,7 @@ def load(path, env_ids):
         return long, short, str(f["versions"])
 
 
-def compare(env_id, mine, other, mine_short, other_short, played_by):
+def compare(env_id, mine, other, mine_short, other_short, played_by, stretch):
     """A row of env_versions.csv: the other Python's plays against this Python's plain ones."""
     (obs, rew, act, _, con), (obs2, rew2, act2, _, _) = mine, other
     apart = np.abs(obs - obs2).max(1)  # row k: after step k (row 0: the reset)
@@ -105,6 +105,7 @@ def compare(env_id, mine, other, mine_short, other_short, played_by):
         env_id=env_id,
         played_by=played_by,
         steps=len(rew),
+        stretch=stretch,
         same_actions=bool(np.array_equal(act, act2)),
         same_reset=bool(np.array_equal(obs[0], obs2[0])),
         first_step_obs_diff=float(apart[1]),
@@ -184,7 +185,7 @@ def main():
                     refuse(f"--against {python}", f"{env_id}'s observations are {plays[env_id][0].shape[1:]}, not as here")
             others.append((plays, short, "the same, first action one ulp off" if k == 0 else their_versions))
     rows = [
-        compare(env_id, mine[env_id], plays[env_id], mine_short[env_id], short[env_id], by)
+        compare(env_id, mine[env_id], plays[env_id], mine_short[env_id], short[env_id], by, args.stretch)
         for env_id in args.env_ids
         for plays, short, by in others
     ]

@@ -233,7 +233,8 @@ def env_versions_table():
     lines = [
         f"Played by `python tools/env_versions.py` on a {cpu_words(info)}, commit {commit(info)}"
         f" ([env_versions.csv]({ENV_VERSIONS}/env_versions.csv)): each env {int(rows[0]['steps']):,} steps of the same"
-        f" random actions from the same seeded reset, against {rows[0]['reference']}.",
+        f" random actions from the same seeded reset, once as the env goes on and once reset every {rows[0]['stretch']}"
+        f" steps as well (the checked steps' play), against {rows[0]['reference']}.",
         "",
         "| env | played by | the same actions, reset | after the first step: largest difference in an observation,"
         " in the reward | steps checked (from observations within 1e-9, no episode ending), with a contact"
@@ -246,7 +247,12 @@ def env_versions_table():
         cells = [row["env_id"], row["played_by"], same]
         cells += [f"{tiny(row['first_step_obs_diff'])}, {tiny(row['first_step_reward_diff'])}"]
         cells += [f"{row['checked_steps']}, {row['checked_contact_steps']}"]
-        cells += [f"{tiny(row['largest_jump'])}, {row['jump_at'] or '-'}", row["first_contact_at"] or "-"]
+        jump = (
+            tiny(row["largest_jump"])
+            if tiny(row["largest_jump"]) in "0-"
+            else f"{tiny(row['largest_jump'])}, {row['jump_at']}"
+        )
+        cells += [jump, row["first_contact_at"] or "-"]
         cells += [row["parted_at"] or "not within these steps"]
         cells += [f"{float(row['reward_sum']):,.3f}, {float(row['reference_reward_sum']):,.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
