@@ -226,7 +226,7 @@ def learning_table():
 
 
 def env_versions_table():
-    """tools/env_versions.py's plays: CleanRL's MuJoCo tasks played alike by other libraries, against today's."""
+    """tools/env_versions.py's plays: CleanRL's MuJoCo tasks played with the same inputs by other libraries and today's."""
     rows = read_csv(RESULTS / ENV_VERSIONS / "env_versions.csv")
     info = machine(ENV_VERSIONS)
     tiny = lambda x: "-" if x == "" else "0" if float(x) == 0 else f"{float(x):.1e}"  # noqa: E731
