@@ -17,6 +17,7 @@ by the names in that file's header.
 import argparse
 import csv
 import datetime
+import functools
 import json
 import os
 import pathlib
@@ -44,6 +45,7 @@ COLUMNS = [
     "exp_name",
     "sps",
     "episodic_return",
+    "return_last100",
     "episodes",
     "global_step",
     "total_timesteps",
@@ -407,6 +409,41 @@ def return_at(folder, run, step):
     return reached[-1] if reached and (last >= step or finished) else None
 
 
+LAST_EPISODES = 100  # CleanRL's published returns: the mean of each run's last 100 episodes (openrlbenchmark's window)
+
+
+def return_last_episodes(run_dir, n=LAST_EPISODES):
+    """The mean return of a run's last n episodes (n a multiple of 20), where its metrics.csv holds it exactly; None
+    elsewhere. A row's episodic_return is the mean of the last 20 episodes: where one env steps and each of the last n
+    episodes lasted the env's whole time limit L (HalfCheetah never ends an episode sooner), the rows at every 20 L
+    steps back from the last tile them."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        with open(run_dir / "metrics.csv", newline="") as f:
+            rows = {int(r["global_step"]): r for r in csv.DictReader(f) if r.get("episodic_return")}
+    except (OSError, ValueError, KeyError):
+        return None
+    args = summary.get("args") or {}
+    limit = time_limit(args.get("env_id"))
+    if args.get("num_envs", 1) != 1 or limit is None or not rows or (summary.get("episodes") or 0) < n:
+        return None
+    tiles = [rows.get(max(rows) - k * 20 * limit) for k in range(n // 20)]
+    if any(row is None or float(row["episodic_length"] or 0) != limit for row in tiles):
+        return None  # (an episode cut short: more than n in the span, or a row missing)
+    return sum(float(row["episodic_return"]) for row in tiles) / len(tiles)
+
+
+@functools.cache
+def time_limit(env_id):
+    """A gymnasium env's time limit (max_episode_steps); None where it has none, or is not gymnasium's (envpool's)."""
+    try:
+        import gymnasium as gym
+
+        return gym.spec(env_id).max_episode_steps
+    except Exception:
+        return None
+
+
 def number(x):
     """A return as the tables give it: whole numbers from 100 up, a decimal below."""
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}"
@@ -731,6 +768,7 @@ def aggregate(folder, algorithms=(), variants=(), reference=None):
     runs = pd.DataFrame(collect_runs(folder), columns=COLUMNS, dtype=object)
     runs = runs.fillna(dict.fromkeys(TEXT_COLUMNS, ""))
     runs = sort_runs(add_groups(runs), algorithms, variants)
+    runs["return_last100"] = [return_last_episodes(folder / r) if r else None for r in runs.run_dir]
     runs[COLUMNS].to_csv(folder / "results.csv", index=False, lineterminator="\r\n")  # csv's standard line ends
     write_curves(folder, runs)
     stats = variant_stats(runs)
