@@ -340,8 +340,8 @@ def learning_page_rows():
 
 
 def test_the_learning_table_is_the_learning_page_s():
-    """Each row: the learning page's final return for that file, flags and seed (mean ± std over the seeds where
-    several, as CleanRL counts: the sample std), and CleanRL's figure as the page gives it."""
+    """Each row: the learning page's final return for that file, flags and seed (mean ± the sample std over the seeds
+    where several), and CleanRL's figure as the page gives it."""
     rows = table_rows(section(LEARNING.read_text(), "## In short"))
     assert len(rows) >= 5
     page = learning_page_rows()

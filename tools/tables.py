@@ -259,6 +259,29 @@ def env_versions_table():
     return lines
 
 
+def learning_like_cleanrl_table():
+    """Returns as CleanRL's table measures them (openrlbenchmark's rlops: each run's last 100 episodes, then the mean
+    and the population std over the runs), over the seeds whose results files hold that measure (aggregate.py's
+    return_last100), beside the same seeds' last 20 episodes and CleanRL's figure."""
+    lines = [
+        "| algorithm, env, budget | file and flags | seeds | last 100 episodes | the same seeds' last 20 | CleanRL |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, folder, algorithm, variant, exp, shown in LEARNING:
+        rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+        rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r.get("return_last100")]
+        if not rows:
+            continue
+        cells = []
+        for key in ("return_last100", "episodic_return"):
+            values = [float(r[key]) for r in rows]
+            spread = statistics.pstdev(values)
+            cells.append(f"{statistics.mean(values):,.0f} ± {spread:,.0f}" if len(values) > 1 else f"{values[0]:,.0f}")
+        seeds = ", ".join(r["seed"] for r in rows)
+        lines.append(f"| {name} | `{shown}` | {seeds} | {cells[0]} | {cells[1]} | {cleanrl(algorithm, rows[0]['env_id'])} |")
+    return lines
+
+
 def cpu_words(info):
     """The CPU in a few words, after "a": its cores, model and what its matrix products can use."""
     flags = info.get("cpu_flags", "").split()
@@ -689,7 +712,12 @@ PAGES = {
     USAGE: {"checkpoint-cost": checkpoint_table, "fresh-install": fresh_install_table},
     TESTING: {"suite": suite_line},
     TUNING: {"tune": tune_table},
-    LEARNING_PAGE: {"learning": learning_table, "learning-runs": learning_runs_table, "env-versions": env_versions_table},
+    LEARNING_PAGE: {
+        "learning": learning_table,
+        "learning-like-cleanrl": learning_like_cleanrl_table,
+        "learning-runs": learning_runs_table,
+        "env-versions": env_versions_table,
+    },
     RESULTS / LOCKSTEP / "lockstep.md": {"lockstep": lockstep_table},
     RESULTS / TORCHRUN / "torchrun.md": {"torchrun": torchrun_table},
     RESULTS / "cpu-2core" / "roofline.md": {"roofline-compile": roofline_compile_table},
