@@ -179,28 +179,31 @@ def test_curves_csv_thins_a_long_curve_evenly(tmp_path):
 def test_the_last_100_episodes_where_metrics_csv_holds_them_exactly(tmp_path):
     """CleanRL's measure (each run's last 100 episodes): HalfCheetah's episodes all last its time limit, 1,000 steps,
     so five rows of 20-episode means, 20,000 steps apart, tile the last 100; not where an episode in them ended sooner,
-    a row is missing, several envs step, fewer than 100 episodes ran, or the env has no time limit known here."""
+    a row is missing, several envs step, the run is shorter than 100 episodes of 1,000 steps, PPO's files (an episode
+    takes a step more: the reset's), or the env has no time limit known here."""
 
-    def run(name, env_id="HalfCheetah-v4", short_at=None, skip=None, episodes=120, num_envs=1):
+    def run(name, env_id="HalfCheetah-v4", short_at=None, skip=None, last=120_000, num_envs=1, algo="sac"):
         run_dir = tmp_path / name
         run_dir.mkdir()
         args = {"env_id": env_id, "num_envs": num_envs}
-        (run_dir / "summary.json").write_text(json.dumps({"episodes": episodes, "args": args}))
+        (run_dir / "summary.json").write_text(json.dumps({"algo": algo, "episodes": last // 1000, "args": args}))
         with open(run_dir / "metrics.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["global_step", "sps", "episodic_return", "episodic_length", "wall_time_s"])
             w.writerow([100, "", "", "", 1.0])
-            for step in range(10_000, 120_001, 10_000):  # a row every 10,000 steps; the return: the step / 1,000
+            for step in range(10_000, last + 1, 10_000):  # a row every 10,000 steps; the return: the step / 1,000
                 if step != skip:
                     w.writerow([step, 50.0, step / 1000, 990.0 if step == short_at else 1000.0, 2.0])
         return aggregate.return_last_episodes(run_dir)
 
     assert run("tiled") == (120 + 100 + 80 + 60 + 40) / 5
     assert run("between the tiles", short_at=110_000) == 80.0  # a row between the tiles is not read
+    assert run("just 100", last=100_000) == (100 + 80 + 60 + 40 + 20) / 5
     assert run("cut short", short_at=60_000) is None
     assert run("a row missing", skip=40_000) is None
     assert run("two envs", num_envs=2) is None
-    assert run("99 episodes", episodes=99) is None
+    assert run("90 episodes", last=90_000) is None
+    assert run("PPO", algo="ppo") is None
     assert run("envpool's", env_id="Breakout-v5") is None
     # and aggregate() writes it into results.csv
     write_run(tmp_path / "agg", "td3_continuous_action", "fast", 1, 100.0, 5.0)

@@ -414,7 +414,8 @@ LAST_EPISODES = 100  # CleanRL's published returns: the mean of each run's last 
 
 def return_last_episodes(run_dir, n=LAST_EPISODES):
     """The mean return of a run's last n episodes (n a multiple of 20), where its metrics.csv holds it exactly; None
-    elsewhere. A row's episodic_return is the mean of the last 20 episodes: where one env steps and each of the last n
+    elsewhere. A row's episodic_return is the mean of the last 20 episodes that ended by its step: where one env steps,
+    resets on the step an episode ends (SAC, TD3, DQN; PPO's files reset on the next one) and each of the last n
     episodes lasted the env's whole time limit L (HalfCheetah never ends an episode sooner), the rows at every 20 L
     steps back from the last tile them."""
     try:
@@ -425,7 +426,9 @@ def return_last_episodes(run_dir, n=LAST_EPISODES):
         return None
     args = summary.get("args") or {}
     limit = time_limit(args.get("env_id"))
-    if args.get("num_envs", 1) != 1 or limit is None or not rows or (summary.get("episodes") or 0) < n:
+    if summary.get("algo") == "ppo" or args.get("num_envs", 1) != 1 or limit is None or not rows:
+        return None
+    if max(rows) < n * limit:  # (an episode ends within every L steps: by step n L, n of them have)
         return None
     tiles = [rows.get(max(rows) - k * 20 * limit) for k in range(n // 20)]
     if any(row is None or float(row["episodic_length"] or 0) != limit for row in tiles):
@@ -435,7 +438,8 @@ def return_last_episodes(run_dir, n=LAST_EPISODES):
 
 @functools.cache
 def time_limit(env_id):
-    """A gymnasium env's time limit (max_episode_steps); None where it has none, or is not gymnasium's (envpool's)."""
+    """A gymnasium env's time limit (max_episode_steps); None where it has none, is not gymnasium's (envpool's), or
+    gymnasium is not installed where the tables are made."""
     try:
         import gymnasium as gym
 
