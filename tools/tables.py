@@ -180,8 +180,8 @@ LEARNING = [
      None, "sac_continuous_action_torchcompile.py"),
     ("SAC, HalfCheetah-v4, 1M", "cpu-2core-xeon-learning-bf16", "sac_continuous_action", "fast", "bf16",
      "sac_continuous_action_torchcompile.py --precision bf16"),
-    ("TD3, HalfCheetah-v4, 1M", "cpu-2core-learning", "td3_continuous_action", "fast", None,
-     "td3_continuous_action_torchcompile.py"),
+    ("TD3, HalfCheetah-v4, 1M", ("cpu-2core-learning", "cpu-2core-learning-td3"), "td3_continuous_action", "fast",
+     None, "td3_continuous_action_torchcompile.py"),
     ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "baseline", None, "dqn.py"),
     ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "fast", None, "dqn_torchcompile.py"),
     ("DQN, CartPole-v1, 500k", "cpu-2core", "dqn", "compile", None, "dqn_torchcompile.py --compile"),
@@ -212,7 +212,7 @@ def learning_table():
     lines = ["| algorithm, env, budget | file and flags | seeds | return | CleanRL |", "| --- | --- | --- | --- | --- |"]
     for name, folder, algorithm, variant, exp, shown in LEARNING:
         rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
-        rows = [r for r in rows if exp is None or r["exp_name"] == exp]
+        rows = sorted([r for r in rows if exp is None or r["exp_name"] == exp], key=lambda r: int(r["seed"]))
         returns = [float(r["episodic_return"]) for r in rows]
         seeds = ", ".join(r["seed"] for r in rows)
         if len(returns) == 1:
@@ -270,6 +270,7 @@ def learning_like_cleanrl_table():
     for name, folder, algorithm, variant, exp, shown in LEARNING:
         rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
         rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r.get("return_last100")]
+        rows.sort(key=lambda r: int(r["seed"]))
         if not rows:
             continue
         cells = []
