@@ -361,6 +361,25 @@ def test_the_learning_table_is_the_learning_page_s():
         assert abs(number(said[0]) - mean) <= 1 and abs(number(said[1]) - std) <= 1, (row, mean, std)
 
 
+def test_the_table_measured_as_cleanrl_measures_agrees_with_the_runs_table():
+    """Each row of the like-for-like table: its seeds are runs of the learning page's table of runs, its last-20 column
+    is their returns' mean ± the population std (CleanRL's), its last-100 figure no more than a few hundred from it
+    (the same runs, a longer window), and CleanRL's figure is the In short table's."""
+    rows = table_rows(section(LEARNING.read_text(), "## Measured as CleanRL measures"))
+    assert rows, "no row: no results folder holds return_last100"
+    short = table_rows(section(LEARNING.read_text(), "## In short"))
+    for row in rows:
+        runs = [r for r in learning_page_rows() if r["file and flags"] == row["file and flags"]]
+        runs = [r for r in runs if r["seed"] in row["seeds"].split(", ")]
+        assert len(runs) == len(row["seeds"].split(", ")), row
+        returns = [number(r["return"]) for r in runs]
+        said = [number(x) for x in row["the same seeds' last 20"].split(" ± ")]
+        assert abs(said[0] - statistics.mean(returns)) <= 1, (row, returns)
+        assert len(said) == 1 or abs(said[1] - statistics.pstdev(returns)) <= 1, (row, returns)
+        assert abs(number(row["last 100 episodes"].split(" ± ")[0]) - said[0]) < 1000, row
+        assert any(r["file and flags"] == row["file and flags"] and r["CleanRL"] == row["CleanRL"] for r in short), row
+
+
 def test_the_roofline_figures_are_the_roofline_page_s():
     """The roofline figures that the README's CPU section links to, on doc/results/README.md, are the roofline page's."""
     assert "results/README.md#what-the-cpu-pages-show" in section(SPEED.read_text(), "## On a CPU, beside LeanRL's own files")
