@@ -428,9 +428,10 @@ def return_last_episodes(run_dir, n=LAST_EPISODES):
     limit = time_limit(args.get("env_id"))
     if summary.get("algo") == "ppo" or args.get("num_envs", 1) != 1 or limit is None or not rows:
         return None
-    if max(rows) < n * limit:  # (an episode ends within every L steps: by step n L, n of them have)
+    last = max(rows)
+    if last < n * limit:  # (an episode ends within every L steps: by step n L, n of them have)
         return None
-    tiles = [rows.get(max(rows) - k * 20 * limit) for k in range(n // 20)]
+    tiles = [rows.get(last - k * 20 * limit) for k in range(n // 20)]
     if any(row is None or float(row["episodic_length"] or 0) != limit for row in tiles):
         return None  # (an episode cut short: more than n in the span, or a row missing)
     return sum(float(row["episodic_return"]) for row in tiles) / len(tiles)

@@ -206,13 +206,18 @@ def folders_of(folder):
     return [folder] if isinstance(folder, str) else list(folder)
 
 
+def finished_seeds(folder, algorithm, variant, exp):
+    """A learning row's finished runs across its results folders, by seed."""
+    rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
+    return sorted([r for r in rows if exp is None or r["exp_name"] == exp], key=lambda r: int(r["seed"]))
+
+
 def learning_table():
     """Training returns at CleanRL's budgets (the mean of a run's last 20 episodes; mean ± the seeds' sample std where
     several), beside CleanRL's."""
     lines = ["| algorithm, env, budget | file and flags | seeds | return | CleanRL |", "| --- | --- | --- | --- | --- |"]
     for name, folder, algorithm, variant, exp, shown in LEARNING:
-        rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
-        rows = sorted([r for r in rows if exp is None or r["exp_name"] == exp], key=lambda r: int(r["seed"]))
+        rows = finished_seeds(folder, algorithm, variant, exp)
         returns = [float(r["episodic_return"]) for r in rows]
         seeds = ", ".join(r["seed"] for r in rows)
         if len(returns) == 1:
@@ -247,12 +252,8 @@ def env_versions_table():
         cells = [row["env_id"], row["played_by"], same]
         cells += [f"{tiny(row['first_step_obs_diff'])}, {tiny(row['first_step_reward_diff'])}"]
         cells += [f"{row['checked_steps']}, {row['checked_contact_steps']}"]
-        jump = (
-            tiny(row["largest_jump"])
-            if tiny(row["largest_jump"]) in "0-"
-            else f"{tiny(row['largest_jump'])}, {row['jump_at']}"
-        )
-        cells += [jump, row["first_contact_at"] or "-"]
+        jump = tiny(row["largest_jump"])
+        cells += [jump if jump in ("0", "-") else f"{jump}, {row['jump_at']}", row["first_contact_at"] or "-"]
         cells += [row["parted_at"] or "not within these steps"]
         cells += [f"{float(row['reward_sum']):,.3f}, {float(row['reference_reward_sum']):,.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -268,9 +269,7 @@ def learning_like_cleanrl_table():
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, folder, algorithm, variant, exp, shown in LEARNING:
-        rows = [r for f in folders_of(folder) for r in runs(f) if (r["algorithm"], r["variant"]) == (algorithm, variant)]
-        rows = [r for r in rows if (exp is None or r["exp_name"] == exp) and r.get("return_last100")]
-        rows.sort(key=lambda r: int(r["seed"]))
+        rows = [r for r in finished_seeds(folder, algorithm, variant, exp) if r.get("return_last100")]
         if not rows:
             continue
         cells = []
