@@ -1,8 +1,9 @@
 """The README's claims, kept true: its first screen gets the code, installs and trains, one command a line; its speed
 tables, the ratios it quotes, the headline picture's caption, the flag advice and the quick start's time and return
-are the results pages'; the GPU figures name the commits and machines they come from; the scripts import no file of
-the project; and every flag that the README or doc/usage.md names exists in the `--help` of the file it is named for.
-(The size table, in doc/sizes.md, is checked by tests/test_files.py.)"""
+are the results pages', and so are the returns typed in the learning page's SAC and TD3 paragraphs; the GPU figures
+name the commits and machines they come from; the scripts import no file of the project; and every flag that the
+README or doc/usage.md names exists in the `--help` of the file it is named for. (The size table, in doc/sizes.md, is
+checked by tests/test_files.py.)"""
 
 import ast
 import contextlib
@@ -378,6 +379,52 @@ def test_the_table_measured_as_cleanrl_measures_agrees_with_the_runs_table():
         assert len(said) == 1 or abs(said[1] - statistics.pstdev(returns)) <= 1, (row, returns)
         assert abs(number(row["last 100 episodes"].split(" ± ")[0]) - said[0]) < 1000, row
         assert any(r["file and flags"] == row["file and flags"] and r["CleanRL"] == row["CleanRL"] for r in short), row
+
+
+def learning_bullet(name):
+    """The learning page's paragraph on one algorithm (its bullet under the table of runs), on one line."""
+    text = LEARNING.read_text()
+    start = text.index(f"- **{name}**")
+    return " ".join(text[start : text.index("\n- **", start)].split())
+
+
+def learning_seeds(algorithm, variant):
+    """{seed: results.csv row} of the learning table's row for this file without flags (tools/tables.py's LEARNING)."""
+    (folder,) = [f for _, f, a, v, exp, _ in tables.LEARNING if (a, v, exp) == (algorithm, variant, None)]
+    return {int(r["seed"]): r for r in tables.finished_seeds(folder, algorithm, variant, None)}
+
+
+def test_the_returns_typed_in_the_learning_page_s_prose_are_the_results_files_():
+    """The figures typed in the SAC and TD3 paragraphs (each seed's distance from CleanRL's band, the means' gap, the
+    last-100 figures, the spread) computed again from the results files and the reference: a new seed or a rerun that
+    changes one fails here until the paragraph is rewritten."""
+    said = lambda x: f"{x:,.0f}"  # noqa: E731
+    for algorithm, name in (
+        ("sac_continuous_action", "SAC, HalfCheetah-v4"),
+        ("td3_continuous_action", "TD3, HalfCheetah-v4"),
+    ):
+        mean, std, _ = tables.reference_final(algorithm, "HalfCheetah-v4")
+        fast = learning_seeds(algorithm, "fast")
+        final = {seed: float(r["episodic_return"]) for seed, r in fast.items()}
+        last100 = {seed: float(r["return_last100"]) for seed, r in fast.items() if r.get("return_last100")}
+        text = learning_bullet(name)
+        wanted = [f"{said(mean - std)} to {said(mean + std)}"]
+        if algorithm == "sac_continuous_action":
+            wanted += [f"{said(final[1] - mean - std)} above its top", f"{said(final[3] - mean + std)} above its bottom"]
+            wanted += [f"means differ by {said(statistics.mean(final.values()) - mean)}"]
+            wanted += [f"seed 2's last 100 episodes read {said(final[2] - last100[2])} lower than its last 20"]
+            wanted += [f"seed 3's {said(last100[3] - final[3])} higher"]
+        else:
+            (baseline,) = learning_seeds(algorithm, "baseline").values()
+            wanted += [f"seed 2 ({said(final[2])}, on the EPYC with AVX2) {said(final[2] - mean - std)} above its top"]
+            wanted += [f"seed 3 ({said(final[3])}) {said(final[3] - mean - std)} above"]
+            wanted += [f"seed 1 ({said(final[1])}) {said(mean - std - final[1])} below its bottom"]
+            wanted += [f"last 100 episodes: {said(last100[1])} and {said(last100[3])}"]
+            wanted += [f"ended {said(float(baseline['episodic_return']) - mean)} above its mean"]
+            wanted += [f"({said(float(baseline['return_last100']))} over its last 100 episodes)"]
+            wanted += [f"({said(statistics.mean(final.values()) - mean)}, a"]
+            wanted += [f"({said(statistics.pstdev(final.values()))} against {said(std)}, both the population"]
+        assert [w for w in wanted if w not in text] == [], text
 
 
 def test_the_roofline_figures_are_the_roofline_page_s():
