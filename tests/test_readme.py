@@ -421,8 +421,10 @@ def test_the_returns_typed_in_the_learning_page_s_prose_are_the_results_files_()
             wanted += [f"seed 1 ({said(final[1])}) {said(mean - std - final[1])} below its bottom"]
             wanted += [f"last 100 episodes: {said(last100[1])} and {said(last100[3])}"]
             wanted += [f"ended {said(float(baseline['episodic_return']) - mean)} above its mean"]
-            wanted += [f"({said(float(baseline['return_last100']))} over its last 100 episodes)"]
+            last = float(baseline["return_last100"])
+            wanted += [f"({said(last)} over its last 100 episodes: {said(last - mean)} above, measured CleanRL's way)"]
             wanted += [f"({said(statistics.mean(final.values()) - mean)}, a"]
+            wanted += [f"their mean's standard error is {said(statistics.stdev(final.values()) / len(final) ** 0.5)}"]
             wanted += [f"({said(statistics.pstdev(final.values()))} against {said(std)}, both the population"]
         assert [w for w in wanted if w not in text] == [], text
 
