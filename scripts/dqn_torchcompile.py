@@ -347,6 +347,7 @@ def main(args: Args):
         if saved:  # Run: the loop's values, from the checkpoint
             obs, steps = saved["obs"], steps[saved["log"]["step"] // args.num_envs :]
         for global_step in steps:
+            updates = 0  # Run: the step's updates, counted for steps/s
             # ALGO LOGIC: put action logic here
             epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
             # Speed: the coin and the random actions stay on the host, as in CleanRL: a greedy step alone uses the device
@@ -372,7 +373,6 @@ def main(args: Args):
             obs = next_obs
 
             # ALGO LOGIC: training.
-            updates = 0
             if global_step > args.learning_starts:
                 updates = due(global_step, args.num_envs, args.train_frequency)
                 for _ in range(updates):
@@ -399,6 +399,7 @@ def main(args: Args):
         envs=envs,
         dqn=dqn,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -247,7 +247,7 @@ def main(args: Args):
                 next_obs = torch.Tensor(next_obs).to(device)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
-                # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
+                # Cut: for r, l in finished: print(f"global_step={global_step}, episodic_return={r}, episodic_length={l}")
 
             # bootstrap value if not done
             with torch.no_grad():
@@ -359,6 +359,7 @@ def main(args: Args):
             obs=obs, actions=actions, logprobs=logprobs, rewards=rewards, terms=terms, dones=dones, valid=valid, values=values
         ),
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -448,7 +448,7 @@ def main(args: Args):
                 next_obs = torch.from_numpy(next_obs).to(device, non_blocking=True)
                 finished = tracker.step(info, truncations, step_valid)  # full-game scores
                 run.episodes += finished  # Run:
-                # Cut: for r, _ in finished: print(f"global_step={global_step}, episodic_return={r}")
+                # Cut: for r, l in finished: print(f"global_step={global_step}, episodic_return={r}, episodic_length={l}")
 
             for k in host:
                 storage[k].copy_(host[k], non_blocking=True)
@@ -509,6 +509,7 @@ def main(args: Args):
         storage=storage,
         stage=stage,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

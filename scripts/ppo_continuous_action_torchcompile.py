@@ -502,6 +502,7 @@ def main(args: Args):
         storage=storage,
         obs_rms=obs_rms,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -145,8 +145,6 @@ class SoftQNetwork(nn.Module):
 
 
 LOG_STD_MAX = 2
-
-
 LOG_STD_MIN = -5
 
 
@@ -356,6 +354,7 @@ def main(args: Args):
         envs=envs,
         **learned,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -175,8 +175,6 @@ class SoftQNetwork(nn.Module):
 
 
 LOG_STD_MAX = 2
-
-
 LOG_STD_MIN = -5
 
 
@@ -520,6 +518,7 @@ def main(args: Args):
         rb=rb,
         sac=sac,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -312,6 +312,7 @@ def main(args: Args):
         envs=envs,
         **learned,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

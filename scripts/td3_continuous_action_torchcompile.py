@@ -463,6 +463,7 @@ def main(args: Args):
         rb=rb,
         td3=td3,
     )
+    # Cut: envs.close()
 
 
 # Appendix: what runs the run (flag checks, evaluation, saved models, env snapshots, the run folder, metrics, checkpoints).

@@ -196,7 +196,8 @@ def test_the_stripped_file_trains_and_prints_its_returns(stem, tmp_path, monkeyp
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert steps[0] > 0, done.stdout[-2000:]
     lines = done.stdout.strip().splitlines()
-    episodes = [line for line in lines if re.fullmatch(r"global_step=\d+, episodic_return=-?\d+(\.\d+)?", line)]
+    printed = r"global_step=\d+, episodic_return=-?\d+(\.\d+)?(, episodic_length=\d+)?"  # (Atari's: its length too)
+    episodes = [line for line in lines if re.fullmatch(printed, line)]
     assert episodes and len(episodes) == len(lines), done.stdout[-2000:]  # and nothing else on stdout
     assert not (tmp_path / "runs").exists()
 
@@ -269,9 +270,19 @@ def test_the_stripped_file_guards_the_speed_flags_as_the_whole_file_does(stem, t
 
 @pytest.mark.parametrize("stem", CORES)
 def test_the_stripped_file_leaves_nothing_behind(stem, tmp_path):
-    """No value filled for the appendix and never read, no bundle member never read, no word for what only the
-    appendix does (metrics.csv, summary.json, model.pt, checkpoints, --resume, the evaluation, ...)."""
+    """No value filled for the appendix and never read, none stored and overwritten before a read, no bundle member
+    never read, no word for what only the appendix does (metrics.csv, summary.json, model.pt, checkpoints, --resume,
+    the evaluation, ...)."""
     assert leftovers(stripped(stem, tmp_path).read_text()) == []
+
+
+@pytest.mark.parametrize("stem", CORES)
+def test_the_stripped_file_closes_its_envs(stem, tmp_path):
+    """main ends as CleanRL's files end, closing the envs (the whole file's Run.loop closes them): without it
+    --capture-video's last video is not written."""
+    tree = ast.parse(stripped(stem, tmp_path).read_text())
+    (main,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    assert ast.unparse(main.body[-1]) == "envs.close()"
 
 
 def test_the_leftover_check_catches_each_kind():
@@ -281,13 +292,22 @@ def test_the_leftover_check_catches_each_kind():
     comment = "def main(args):\n    # the run folder: metrics.csv, model.pt\n    print(args)\n"
     docstring = 'class Args:\n    output_dir: str = "runs"\n    """where the run folder (summary.json) is written"""\n'
     never_read = "def main(args):\n    lrnow = args.learning_rate\n    if args.anneal_lr:\n        lrnow = 0.5\n"
+    overwritten = "def main(args):\n    for step in range(9):\n        updates = 0\n        if step > 4:\n"
+    overwritten += "            updates = step % 2\n            for _ in range(updates):\n                print(step)\n"
     planted = {
         store: "main stores metrics and never reads it",
         member: "a bundle member never read: agent",
         comment: "words for what the file does not do: # the run folder",
         docstring: "words for what the file does not do: where",
         never_read: "main stores lrnow and never reads it",
+        overwritten: "main stores updates and overwrites it before any read",
     }
     for source, problem in planted.items():
         found = leftovers(source)
         assert len(found) == 1 and problem in found[0], (source, found)
+    # and none where a read may see the value: on the loop's next turn, past a branch that may not assign it, in a
+    # function defined before it
+    kept = "def main(args):\n    obs = 0\n    for step in range(3):\n        print(obs)\n        obs = step\n"
+    kept += "    x = None\n    if args:\n        x = 1\n    print(x)\n\n    def show():\n        print(y)\n\n"
+    kept += "    y = 1\n    y = 2\n    show()\n"
+    assert leftovers(kept) == []

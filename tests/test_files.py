@@ -163,8 +163,10 @@ def parts(path):
     """The file's part 1 (from the top to the end of `main`) and its appendix (from the next line to the end)."""
     source = path.read_text()
     main = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main")
-    lines = source.splitlines()
-    return lines[: main.end_lineno], lines[main.end_lineno :]
+    lines, end = source.splitlines(), main.end_lineno
+    while lines[end].startswith("    #"):  # main's last comment lines (its `# Cut:`) are main's
+        end += 1
+    return lines[:end], lines[end:]
 
 
 # what only the appendix holds: the infrastructure a reader of the algorithm need not read

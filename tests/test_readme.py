@@ -396,8 +396,8 @@ def learning_seeds(algorithm, variant):
 
 def test_the_returns_typed_in_the_learning_page_s_prose_are_the_results_files_():
     """The figures typed in the SAC and TD3 paragraphs (each seed's distance from CleanRL's band, the means' gap, the
-    last-100 figures, the spread) computed again from the results files and the reference: a new seed or a rerun that
-    changes one fails here until the paragraph is rewritten."""
+    last-100 figures, the spread, TD3 seed 1's curve at 300k) computed again from the results files and the reference:
+    a new seed or a rerun that changes one fails here until the paragraph is rewritten."""
     said = lambda x: f"{x:,.0f}"  # noqa: E731
     for algorithm, name in (
         ("sac_continuous_action", "SAC, HalfCheetah-v4"),
@@ -426,6 +426,24 @@ def test_the_returns_typed_in_the_learning_page_s_prose_are_the_results_files_()
             wanted += [f"({said(statistics.mean(final.values()) - mean)}, a"]
             wanted += [f"their mean's standard error is {said(statistics.stdev(final.values()) / len(final) ** 0.5)}"]
             wanted += [f"({said(statistics.pstdev(final.values()))} against {said(std)}, both the population"]
+            # seed 1's curve at 300k (its curves.csv row nearest), to the hundred, against CleanRL's point read there
+            results = tables.RESULTS
+            (folder,) = [f for _, f, a, v, exp, _ in tables.LEARNING if (a, v, exp) == (algorithm, "fast", None)]
+            curve = [
+                r
+                for f in tables.folders_of(folder)
+                if (results / f / "curves.csv").is_file()
+                for r in tables.read_csv(results / f / "curves.csv")
+                if (r["algorithm"], r["variant"], r["seed"]) == (algorithm, "fast", "1")
+            ]
+            at = min(curve, key=lambda r: abs(int(r["global_step"]) - 300_000))
+            (point,) = [
+                r
+                for r in tables.read_csv(results / "cleanrl_reference.csv")
+                if (r["algorithm"], r["step"]) == (algorithm, "300000")
+            ]
+            seed1_at_300k = said(round(float(at["episodic_return"]), -2))
+            wanted += [f"(about {seed1_at_300k} at 300k against CleanRL's {said(float(point['return']))})"]
         assert [w for w in wanted if w not in text] == [], text
 
 

@@ -12,7 +12,8 @@ file is part 1 with each statement whose first line carries a comment beginning 
   marked statement goes with its block, and with the comment lines right above it; a marked field of `Args` goes with
   its docstring (its flag is the appendix's);
 - a comment line beginning `# Cut:` right under a marked statement, at its indentation, takes its place: the code after
-  `Cut:` (the stripped file prints each finished episode's return there, as CleanRL's files print it);
+  `Cut:` (the stripped file prints each finished episode's return there, and closes its envs at the end of `main`,
+  as CleanRL's files do);
 - a block left empty holds `pass`.
 
 The result is formatted by ruff (line length 127, as the scripts), so that it is the file the tests train, byte for

@@ -59,7 +59,10 @@ def ours(stem):
     source = path.read_text()
     main = main_of(source)
     stripped = None if stem in VARIANTS else len(cut.cut(path).splitlines())
-    return len(source.splitlines()), main.end_lineno, stripped
+    lines, end = source.splitlines(), main.end_lineno
+    while lines[end].startswith("    #"):  # main's last comment lines (its `# Cut:`) are main's
+        end += 1
+    return len(lines), end, stripped
 
 
 def logs(node):

@@ -394,9 +394,14 @@ def learning_runs_table():
             ref = cleanrl(algorithm, r["env_id"])  # as the learning table above it gives it
             hours = float(r["wall_time_s"]) / 3600
             wall = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
+            info = machine(folder)  # a run pinned to fewer cores than the machine has: its steps/s are those cores'
+            speed = figure(float(r["sps"]))
+            if (info.get("cpus_usable") or info["cpu_count"]) < info["cpu_count"]:
+                threads = f", {info['OMP_NUM_THREADS']} thread" if info.get("OMP_NUM_THREADS") == "1" else ""
+                speed += f" ({info['cpus_usable']} of {info['cpu_count']} cores{threads})"
             cells = [name, f"`{shown}`", f"[{folder}]({folder}/results.md)", r["seed"], f"{int(r['global_step']):,}",
                      f"{got:,.0f}" if got >= 1000 else f"{got:.1f}", f"{ref} at {budget:,}", said,
-                     figure(float(r["sps"])), wall, r.get("resumes") or "0"]  # fmt: skip
+                     speed, wall, r.get("resumes") or "0"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -20,7 +20,8 @@ FILLING = {"update", "append", "extend", "add", "insert", "setdefault"}  # a cal
 
 
 def leftovers(text):
-    """What the cut left behind in a stripped file's text, one line each: a name a function fills and never reads, a
+    """What the cut left behind in a stripped file's text, one line each: a name a function fills and never reads, or
+    stores and overwrites before any read can see the value (`updates = 0` before `if ...: updates = ...`), a
     bundle member (a SimpleNamespace keyword) never read, a comment or docstring naming an output the file does not
     write."""
     tree = ast.parse(text)
@@ -45,6 +46,11 @@ def leftovers(text):
         }
         for name in sorted(stored - reads):
             problems.append(f"line {function.lineno}: {getattr(function, 'name', 'lambda')} stores {name} and never reads it")
+        problems += [
+            f"line {line}: {getattr(function, 'name', 'lambda')} stores {name} and overwrites it before any read"
+            for line, name in overwritten(function)
+            if name in reads
+        ]
     members = [k.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords if _namespace(n) and k.arg]
     read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
     problems += [f"a bundle member never read: {m}" for m in members if m not in read]
@@ -56,3 +62,76 @@ def leftovers(text):
 
 def _namespace(call):
     return isinstance(call.func, ast.Name) and call.func.id == "SimpleNamespace"
+
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def overwritten(function):
+    """(line, name) of each plain assignment (`name = ...`) of a function whose value no read can see: every path from it
+    meets another assignment of the name, or the function's end, first. Conservative: a name a nested function reads,
+    or a `try` or a header that names it, counts as read; a loop's body may run again from its top, or not at all."""
+    if isinstance(function, ast.Lambda):
+        return []
+    found = []
+    nested = [n for n in ast.walk(function) if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not function]
+    closures = set().union(*[_loads(n) for n in nested])  # what a nested function reads may be read at any call
+
+    def assigned(statement):  # the names a plain assignment stores, its value not reading them
+        if isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets):
+            return {t.id for t in statement.targets} - _loads(statement.value)
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+            return {statement.target.id} - _loads(statement.value)
+        return set()
+
+    def fate(statements, name):
+        """What meets the name first along these statements: "read", "killed" (assigned again) or "open" (neither)."""
+        for s in statements:
+            if name in assigned(s):
+                return "killed"
+            if isinstance(s, (ast.If, ast.With, ast.AsyncWith, *LOOPS)):
+                headers = [getattr(s, "test", None), getattr(s, "iter", None)]
+                headers += [item.context_expr for item in getattr(s, "items", [])]
+                if any(name in _loads(h) for h in headers):
+                    return "read"
+                body, orelse = fate(s.body, name), fate(getattr(s, "orelse", []), name)
+                if "read" in (body, orelse):
+                    return "read"
+                if isinstance(s, ast.If) and body == orelse == "killed":  # both branches assign it
+                    return "killed"
+                if isinstance(s, (ast.With, ast.AsyncWith)) and body == "killed":
+                    return "killed"
+            elif name in _loads(s):
+                return "read"
+            elif isinstance(s, ast.Try) and name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
+                return "read"  # (a store in a try may or may not happen: taken as read)
+            elif isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
+                return "read"
+        return "open"
+
+    def visit(statements, frames):  # frames: (statement list, index, the body entered) from the function down
+        for k, s in enumerate(statements):
+            for name in assigned(s) - closures:
+                after = fate(statements[k + 1 :], name)
+                for outer, i, entered in reversed(frames):
+                    if after != "open":
+                        break
+                    node = outer[i]
+                    if isinstance(node, LOOPS) and entered is node.body:  # its body again from the top
+                        if name in _loads(getattr(node, "test", None)) or fate(node.body, name) == "read":
+                            after = "read"
+                            break
+                    after = fate(outer[i + 1 :], name)
+                if after != "read":
+                    found.append((s.lineno, name))
+            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # (their own scope)
+                for body in cut.bodies(s):
+                    visit(body, frames + [(statements, k, body)])
+
+    visit(function.body, [])
+    return found
+
+
+def _loads(node):
+    """The names an expression or statement reads."""
+    return set() if node is None else {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
