@@ -408,10 +408,13 @@ def check_run_flags(args, agent):
 def resume(args):
     """main's side of --resume: the checkpoint, and its folder's metrics.csv cut back to it (later rows come again)."""
     saved = load_checkpoint(args)
-    with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
-        rows = f.readlines()  # the header, then one row per line, in the order of global_step
-        kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
-        f.truncate(len("".join(kept)))
+    try:
+        with open(os.path.join(args.resume, "metrics.csv"), "r+", newline="") as f:
+            rows = f.readlines()  # the header, then one row per line, in the order of global_step
+            kept = rows[:1] + [row for row in rows[1:] if int(row.split(",")[0]) <= saved["log"]["step"]]
+            f.truncate(len("".join(kept)))
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: --resume: {args.resume}: its metrics.csv cannot be cut back to the checkpoint ({e})")
     return saved
 
 
@@ -432,6 +435,14 @@ def load_checkpoint(args):
         if name not in RESUMABLE and getattr(args, name, value) != value:
             flag = f"--{name.replace('_', '-')}"
             sys.exit(f"error: {flag}: the run resumed has {value}, not {getattr(args, name)} (only budgets, outputs change)")
+    filmed = [a.get("capture_video") and not a.get("eval_episodes") for a in (saved["args"], vars(args))]
+    if filmed[0] != filmed[1]:  # env 0 is wrapped otherwise where its training is filmed
+        done = "filmed its training" if filmed[0] else "did not film its training"
+        how = "--capture-video films training where --eval-episodes is 0"
+        sys.exit(f"error: --capture-video: the run resumed {done}, a resume must do the same ({how})")
+    if args.total_timesteps < saved["log"]["step"]:  # (it would end at once, its checkpoint gone)
+        step = saved["log"]["step"]
+        sys.exit(f"error: --total-timesteps: the run resumed is at step {step}, past {args.total_timesteps}")
     return saved
 
 
@@ -458,7 +469,9 @@ class Run:
         # the clock's marks: where learning starts, where the burn-in ends (time, step), where the run ends
         self.learning_start = self.burnin_end = self.end = self.first_update_at = None
         # the values the rows log, their last (tensors kept where they are until a row reads them)
-        self.logged = dict(saved["logged"]) if saved else {}
+        # a checkpoint's logged tensors come back on the CPU: their means, numbers that mix with the device's
+        logged = saved["logged"].items() if saved else []
+        self.logged = {k: float(v.float().mean()) if isinstance(v, torch.Tensor) else v for k, v in logged}
         self.step_at = self.part["step"]  # the loop's last step
         self.tick = time.time()  # when it ended
         self.envs = self.learned = self.wandb = self.stopping = None
@@ -638,6 +651,9 @@ class Run:
             self.save(dict(model, env_id=args.env_id), "model.pt")
         try:  # Ctrl-C or SIGTERM during the evaluation still writes the summary
             self.evaluating = args.eval_episodes and self.status == "finished"
+            # a signal after the loop's last step (or before an --eval-model run's evaluation) stops the run here
+            if self.stopping and self.status == "finished":
+                raise KeyboardInterrupt
             if self.evaluating:
                 with torch.no_grad():  # (act needs no autograd)
                     evals = evaluate(args, act, os.path.join(self.run_dir, "videos"))
@@ -739,7 +755,7 @@ class Snapshot(gym.Wrapper):
     @property
     def snapshot(self):
         layers, env = [], self.env
-        while isinstance(env, gym.Env) and not isinstance(env, gym.wrappers.RecordVideo):
+        while isinstance(env, gym.Env):  # (RecordVideo too: layer_state keeps its counts)
             layers.append(layer_state(env))
             env = getattr(env, "env", None)
         physics, spec = env_physics(self.unwrapped), mujoco.mjtState.mjSTATE_INTEGRATION  # MuJoCo:
@@ -765,6 +781,9 @@ def env_physics(env):  # a MuJoCo env's (model, data), None for another env
 
 def layer_state(layer):
     """What a wrapper or an env keeps between steps: numbers, arrays, random streams, running statistics, queues."""
+    # --capture-video's RecordVideo: the videos go on numbering, with no frames of the episode it stopped in
+    if isinstance(layer, gym.wrappers.RecordVideo):
+        return dict(episode_id=layer.episode_id, step_id=layer.step_id, recording=False, recorded_frames=[])
     state = {}
     for name, value in vars(layer).items():
         if isinstance(value, (bool, int, float, str, np.ndarray)):

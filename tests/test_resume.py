@@ -39,6 +39,8 @@ CASES = [
     ("ppo_continuous_action_torchcompile", PPO, 4),
     pytest.param("ppo_continuous_action_torchcompile", [*PPO, "--compile"], 4, marks=pytest.mark.compile, id="ppo-compile"),
     pytest.param("dqn_torchcompile", [*DQN, "--buffer-size", 20_000], 4, id="dqn_torchcompile-not-full"),
+    # env 0 filmed (RecordVideo between it and the Snapshot): its whole state kept all the same
+    pytest.param("sac_continuous_action", [*OFF_POLICY, "--capture-video"], 10, id="sac-video"),
 ]
 CLOCK = {"sps", "wall_time_s"}  # the columns a resumed run cannot repeat
 
@@ -90,6 +92,9 @@ def test_a_resumed_run_computes_what_the_unstopped_run_computes(script, flags, a
     assert not (pathlib.Path(resumed["_run_dir"]) / "checkpoint.pt").exists()  # a finished run goes on no more
     tag = "charts/episodic_return"
     assert tensorboard_steps(resumed["_run_dir"], tag) == tensorboard_steps(straight["_run_dir"], tag)  # none twice
+    if "--capture-video" in flags:  # the same episodes filmed, none again under another's name
+        videos = [sorted(p.name for p in pathlib.Path(s["_run_dir"], "videos").iterdir()) for s in (straight, resumed)]
+        assert videos[0] == videos[1] and videos[0], videos
 
 
 def tensors(value):
@@ -270,12 +275,56 @@ def test_a_folder_without_a_checkpoint_is_refused(tmp_path):
     assert error.startswith(f"error: --resume: {folder} holds no checkpoint") and "No such file" in error, error
 
 
+def test_a_budget_below_the_checkpoint_is_refused(stopped_ppo, tmp_path):
+    """A run resumed with fewer steps than its checkpoint has done would end at once and lose the checkpoint."""
+    step = torch.load(pathlib.Path(stopped_ppo) / "checkpoint.pt", weights_only=False)["log"]["step"]
+    error = refusal("ppo_continuous_action", stopped_ppo, *PPO[:-2], "--total-timesteps", step - 1, tmp_path=tmp_path)
+    assert error == f"error: --total-timesteps: the run resumed is at step {step}, past {step - 1}", error
+
+
+def test_filming_training_cannot_come_or_go(stopped_ppo, tmp_path):
+    """--capture-video (without --eval-episodes) wraps env 0 in a RecordVideo, whose snapshot is one more layer."""
+    error = refusal("ppo_continuous_action", stopped_ppo, *PPO, "--capture-video", tmp_path=tmp_path)
+    assert error.startswith("error: --capture-video: the run resumed did not film its training, a resume must do"), error
+    module = load_script("ppo_continuous_action")  # filmed evaluations leave training as it was
+    args = module.Args(env_id="Pendulum-v1", num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, cuda=False)
+    args.resume, args.capture_video, args.eval_episodes = stopped_ppo, True, 2
+    module.check_args(args)
+    module.load_checkpoint(args)  # no exit
+
+
+def test_a_folder_without_its_metrics_is_refused(stopped_ppo, tmp_path):
+    folder = tmp_path / "no-metrics"
+    shutil.copytree(stopped_ppo, folder)
+    (folder / "metrics.csv").unlink()
+    error = refusal("ppo_continuous_action", folder, *PPO, tmp_path=tmp_path)
+    assert error.startswith(f"error: --resume: {folder}: its metrics.csv cannot be cut back to the checkpoint"), error
+
+
+def test_the_logged_values_come_back_as_numbers():
+    """The values a row logs are kept in the checkpoint as tensors, read back on the CPU: they come back as their means
+    (numbers), which mix with the device's new tensors in the next row, where a CPU tensor beside a GPU's would fail
+    (SAC's and TD3's actor values are logged every --policy-frequency steps only)."""
+    module = load_script("sac_continuous_action")
+    log = dict(step=0, episodes=[], resumes=0, time=[0, 0.0], wall_s=0.0, warmup_s=0.0)
+    logged = dict(alpha=torch.tensor([0.5, 1.5]), qf_loss=torch.tensor(2.0), epsilon=0.1)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        run = module.Run(module.Args(), dict(log=log, logged=logged))
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert run.logged == dict(alpha=1.0, qf_loss=2.0, epsilon=0.1)
+    assert all(type(value) is float for value in run.logged.values())
+
+
 def test_the_budget_and_the_outputs_may_change(stopped_ppo):
     """--total-timesteps (to extend the run) and the logging and output flags are the resumed run's own."""
     module = load_script("ppo_continuous_action")
     args = module.Args(env_id="Pendulum-v1", num_envs=2, num_steps=64, num_minibatches=4, update_epochs=2, cuda=False)
     args.total_timesteps, args.resume, args.exp_name, args.output_dir, args.measure_burnin = 5120, stopped_ppo, "x", "y", 3
-    module.check_args(args)  # no exit: these may change
+    module.check_args(args)
+    module.load_checkpoint(args)  # no exit: these may change
 
 
 def test_a_checkpoint_is_written_whole(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -192,6 +193,28 @@ def test_interrupted_run_still_saves(script, pair, when, tmp_path, monkeypatch):
     assert summary["eval_episodes"] is None  # Ctrl-C means stop: no evaluation after it, none kept from it
     saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
     assert saved["agent"] == pair and saved["env_id"] == ENV[pair] and saved["model"]
+
+
+@pytest.mark.parametrize("script,pair", SCRIPTS)
+def test_a_signal_after_the_last_step_stops_the_run_before_its_evaluation(script, pair, tmp_path, monkeypatch):
+    """A SIGTERM that lands after the loop's last check (while the envs close, while model.pt is written; before any
+    step of an --eval-model run) still stops the run: no evaluation, summary.json says terminated (exit 143)."""
+    flags = [*PAIRS[pair], "--save-model", "--eval-episodes", "1"]
+    module, args = prepare(script, *flags, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    finish, evaluated = module.Run.finish, []
+
+    def sigterm_then_finish(self, *a, **kw):
+        self.ask_to_stop(signal.SIGTERM, None)
+        return finish(self, *a, **kw)
+
+    monkeypatch.setattr(module.Run, "finish", sigterm_then_finish)
+    monkeypatch.setattr(module, "evaluate", lambda *a, **kw: evaluated.append(1) or [0.0])
+    assert module.main(args)["status"] == "terminated" and evaluated == []
+    (folder,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "terminated" and summary["eval_episodes"] is None
+    assert summary["global_step"] == int(PAIRS[pair][-1])  # training had ended
+    assert (folder / "model.pt").is_file()
 
 
 @pytest.mark.parametrize("script,pair", SCRIPTS)
