@@ -183,7 +183,8 @@ Options:
                           task goes on from its run's checkpoint.pt, in the same run folder)
   --resume DIR            finish the runs of an earlier ./run.sh into DIR (not --slurm) that did not finish: each
                           goes on from its checkpoint.pt where it has one (--resume of the scripts), else starts
-                          again; runs.tsv keeps one row per run. A run finished since by its script's own
+                          again (its earlier attempt moved to DIR/superseded/, out of the tables); runs.tsv keeps
+                          one row per run. A run finished since by its script's own
                           --resume (its summary.json says finished) counts as finished. With --scripts,
                           --variants or --seeds: only the unfinished runs they name, in the plan's order
   --tune [--slurm [--workers N] [--slurm-args "..."]] -- ARGS
@@ -213,8 +214,8 @@ What it leaves in DIR:
 
 Exit status: 0 if every run finished; 1 if any failed or its script is missing; 130 if interrupted (Ctrl-C
 stops the current run, which writes its summary as "interrupted", and aggregates what exists); 143 if a run was
-terminated (SIGTERM: a time limit, kill, timeout; its summary says "terminated") or run.sh itself was: no more
-runs start, and what exists is aggregated; 2 on bad options.
+terminated (SIGTERM: a time limit, kill, timeout; its summary says "terminated") or run.sh itself was (it passes
+the SIGTERM on to the runs going): no more runs start, and what exists is aggregated; 2 on bad options.
 --aggregate alone exits 0 once it has written the files, whatever the runs' statuses.
 
 The full table on one 8-GPU node: ./run.sh --jobs 8 (8 runs at once, one per GPU, the cores split 8 ways; its
@@ -344,6 +345,9 @@ while [ $# -gt 0 ]; do
                 val="$2"
                 shift
             fi
+            case "$opt" in # (a list given empty, as an unset shell variable gives it, is no default)
+                --scripts | --variants | --seeds) [ -n "${val//[, ]/}" ] || die "$opt: empty (leave it out for its default)" ;;
+            esac
             case "$opt" in
                 --scripts) SEL_SCRIPTS="$val" ;;
                 --variants) SEL_VARIANTS="$val" ;;
@@ -385,13 +389,20 @@ aggregate() { # dir
         ${REFERENCE:+--reference "$REFERENCE"}
 }
 
-publish() { # from to
+publish() { # from to: the tables, the machine record and the plots; each file the folder held already is replaced, said so
     mkdir -p "$2" || return 1
-    local f
-    for f in "$1"/results.csv "$1"/curves.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/*.png; do
-        [ -f "$f" ] && cp "$f" "$2"/
+    local f name replaced="" stale=""
+    for f in "$2"/*.png; do
+        [ -f "$f" ] && [ ! -f "$1/$(basename "$f")" ] && stale+=" $(basename "$f")"
     done
-    echo "run.sh: published to $2"
+    for f in "$1"/results.csv "$1"/curves.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/*.png; do
+        [ -f "$f" ] || continue
+        name="$(basename "$f")"
+        [ -f "$2/$name" ] && replaced+=" $name"
+        cp "$f" "$2"/ || { echo "run.sh: error: --publish: $name could not be written into $2" >&2; return 1; }
+    done
+    echo "run.sh: published to $2${replaced:+ (replacing$replaced)}"
+    [ -z "$stale" ] || echo "run.sh: --publish: $2 also holds$stale, which this aggregation did not make: left as it was" >&2
 }
 
 if [ -n "$REFERENCE" ] && [ ! -f "$REFERENCE" ]; then die "--reference: no such file: $REFERENCE"; fi
@@ -497,6 +508,10 @@ if [ -n "$PUBLISH" ]; then
     mkdir -p "$PUBLISH" || die "--publish: cannot create $PUBLISH"
     PUBLISH="$(cd "$PUBLISH" && pwd)"
 fi
+# the programs and the scripts' folder as given from here, before the runs start from the checkout's root
+if [[ "$PYTHON" == */* ]]; then PYTHON="$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")"; fi
+if [[ "$LEANRL_PYTHON" == */* ]]; then LEANRL_PYTHON="$(cd "$(dirname "$LEANRL_PYTHON")" && pwd)/$(basename "$LEANRL_PYTHON")"; fi
+if [ -d "$SCRIPTS_DIR" ]; then SCRIPTS_DIR="$(cd "$SCRIPTS_DIR" && pwd)"; fi
 mkdir -p "$OUT/logs" "$OUT/runs"
 cd "$ROOT" || exit 2
 
@@ -537,6 +552,12 @@ elif [ -n "$RESUME" ]; then # the runs of the plan that runs.tsv does not record
         # a run stopped here, then taken to its end by its script's own --resume: its summary.json says finished
         recorded=$(awk -F'\t' -v l="$log" '$7 == l { print $6 }' "$OUT/runs.tsv")
         if [ -n "$recorded" ] && grep -qE '"status": *"finished"' "$OUT/$recorded" 2>/dev/null; then continue; fi
+        # one row per run: the earlier attempt's goes now, before any run starts (runs write their rows at once)
+        awk -F'\t' -v l="$log" '$7 != l' "$OUT/runs.tsv" >"$OUT/runs.tsv.new" && mv "$OUT/runs.tsv.new" "$OUT/runs.tsv"
+        if [ -d "$OUT/$rundir" ] && [ -z "$(find "$OUT/$rundir" -name checkpoint.pt)" ]; then
+            # no checkpoint to go on from: the run starts anew, its earlier attempt kept aside (the tables leave it out)
+            mkdir -p "$OUT/superseded/$(dirname "$rundir")" && mv "$OUT/$rundir" "$OUT/superseded/$rundir.$(date +%s)"
+        fi
         P_ALGO+=("$a") P_VARIANT+=("$v") P_SEED+=("$s") P_RUNDIR+=("$rundir") P_LOG+=("$log") P_SHOWN+=("$shown") P_CMD+=("$quoted")
     done < <(tail -n +2 "$OUT/plan.tsv")
 else
@@ -595,9 +616,6 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     if [ -n "$checkpoint" ]; then # stopped before (preempted, requeued, --resume): on from its checkpoint, same folder
         cmd+=(--resume "$(dirname "$checkpoint")") shown+=" --resume ${checkpoint%/checkpoint.pt}" where+=" [resumed]"
         shown="${shown//"$OUT"\//}"
-        if [ "$record" = "$OUT/runs.tsv" ]; then # one row per run: the earlier attempt's goes
-            grep -vF $'\t'"$log"$'\t' "$OUT/runs.tsv" >"$OUT/runs.tsv.new" && mv "$OUT/runs.tsv.new" "$OUT/runs.tsv"
-        fi
     fi
     if [ ! -f "$file" ]; then
         echo "[$((i + 1))/$TOTAL] $name: MISSING: $file does not exist (not written yet?); recorded, going on" >&2
@@ -610,7 +628,7 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     [ -n "$checkpoint" ] || : >"$OUT/$log"
     launched=${EPOCHREALTIME:-$(date +%s)} # (bash 5's clock, to the microsecond)
     launched=${launched/,/.}
-    if [ -n "$RUN_TASK" ]; then # a Slurm task: the run in the background, so that the task's traps pass signals on
+    if [ -n "$RUN_TASK" ] || [ "$JOBS" = 1 ]; then # (a Slurm task, or one at a time) in the background: traps pass signals on
         ${pin[@]+"${pin[@]}"} "${cmd[@]}" >>"$OUT/$log" 2>&1 </dev/null &
         RUNNING=$!
         until wait "$RUNNING"; rc=$?; ! kill -0 "$RUNNING" 2>/dev/null; do :; done
@@ -704,9 +722,11 @@ fi
 
 [ -e "$OUT/runs.tsv" ] || runs_row "${RUNS_COLUMNS[@]}" >"$OUT/runs.tsv"
 echo "run.sh: $TOTAL runs into $OUT" $([ "$JOBS" -gt 1 ] && echo "($JOBS at once)")
-if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the running script
-    trap 'INTERRUPTED=1' INT # the running script gets the Ctrl-C too and writes its summary as "interrupted"
-    trap 'INTERRUPTED=1 TERMINATED=1' TERM
+if [ "$JOBS" = 1 ]; then # one at a time, in its own process group: Ctrl-C and SIGTERM to run.sh are passed on to it
+    set -m
+    RUNNING=""
+    trap 'INTERRUPTED=1; [ -z "$RUNNING" ] || kill -INT -- "-$RUNNING" 2>/dev/null' INT
+    trap 'INTERRUPTED=1 TERMINATED=1; [ -z "$RUNNING" ] || kill -TERM -- "-$RUNNING" 2>/dev/null' TERM
     gpu=""
     [ -n "$GPUS" ] && gpu=${RUN_GPUS[0]}
     for ((i = 0; i < TOTAL; i++)); do
@@ -714,6 +734,7 @@ if [ "$JOBS" = 1 ]; then # one at a time, in the foreground: Ctrl-C reaches the 
         run_one "$i" "$OUT/runs.tsv" "" "$gpu"
         count $?
     done
+    set +m
 else # a pool of --jobs slots, each run in its own process group: Ctrl-C (SIGTERM) is passed on to every running one
     set -m
     declare -A SLOT_OF=()

@@ -455,6 +455,11 @@ def test_aggregate_synthetic(tmp_path):
         "sps_td3_continuous_action.png",
         "curves_td3_continuous_action.png",
     }
+    # published again: what it replaces said, a plot it did not make named and left alone
+    (pub / "sps_dqn.png").write_bytes(b"an earlier plot")
+    proc = run_sh("--aggregate", out, "--publish", pub, check=0)
+    assert f"run.sh: published to {pub} (replacing results.csv curves.csv results.md curves_" in proc.stdout, proc.stdout
+    assert f"{pub} also holds sps_dqn.png, which this aggregation did not make: left as it was" in proc.stderr
 
 
 # A stand-in for a training script: parses the common flags, writes what a run leaves behind, no torch. Ctrl-C and
@@ -488,8 +493,10 @@ FAKE_SCRIPT = textwrap.dedent("""
             time.sleep(0.01)
         else:
             sys.exit("nobody came")
+    if os.environ.get("FAKE_DIVERGE_SEED") == str(seed):
+        status, code = "diverged", 1
     hang = os.environ.get("FAKE_HANG_SEED") == str(seed)
-    terminate = os.environ.get("FAKE_TERMINATE_SEED") == str(seed)
+    terminate = str(seed) in os.environ.get("FAKE_TERMINATE_SEED", "").split(",")
     if hang:
         pathlib.Path(os.environ["FAKE_MARKER"]).write_text("started")
     try:
@@ -655,6 +662,56 @@ def test_driver_interrupt_keeps_what_finished(tmp_path):
     check_png(out / "sps_sac_continuous_action.png")
 
 
+def test_sigterm_to_the_driver_alone_stops_its_running_run(tmp_path):
+    """kill PID (docker stop, systemd) reaches run.sh alone: it passes the SIGTERM on to the run going, which writes its
+    summary as terminated, and exits 143 without waiting for the run's end."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
+    env.update(FAKE_HANG_SEED="2", FAKE_MARKER=str(marker))
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", str(out)]
+    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    while not marker.exists() and proc.poll() is None:  # seed 2 is running (and would run for ever)
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    os.kill(proc.pid, signal.SIGTERM)  # run.sh alone
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stdout + stderr
+    recorded = [(r["seed"], r["status"], r["exit_code"]) for r in aggregate.read_runs(out)]
+    assert recorded == [(1, "finished", "0"), (2, "terminated", "143")]  # seed 3 never started
+
+
+def test_relative_paths_are_the_callers(tmp_path):
+    """Run from another folder, the relative paths given (PYTHON, RUN_SH_SCRIPTS_DIR, --out, --publish) are that
+    folder's, though the runs start from the checkout's root."""
+    fake_scripts(tmp_path, "sac_continuous_action")
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1", "--out", "bench"]
+    env = {"RUN_SH_SCRIPTS_DIR": "scripts", "PYTHON": "bin/python"}
+    run_sh(*args, "--publish", "pub", env=env, check=0, cwd=tmp_path)
+    assert [(r["seed"], r["status"]) for r in aggregate.read_runs(tmp_path / "bench")] == [(1, "finished")]
+    assert (tmp_path / "pub" / "results.md").is_file()
+
+
+def test_a_diverged_run_is_recorded_as_diverged(tmp_path):
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2", "--out", out]
+    run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_DIVERGE_SEED": "2"}, check=1)
+    assert [(r["seed"], r["status"]) for r in read_results(out)] == [("1", "finished"), ("2", "diverged")]
+
+
+@pytest.mark.parametrize("flag", ["--scripts", "--variants", "--seeds"])
+def test_a_list_given_empty_is_refused(flag, tmp_path):
+    """As an unset shell variable gives it (--scripts "$ALGO"): not the whole matrix at full budgets."""
+    proc = run_sh(flag, "", "--out", tmp_path / "bench", check=2)
+    assert proc.stderr.strip().splitlines()[-1] == f"run.sh: error: {flag}: empty (leave it out for its default)"
+    assert not (tmp_path / "bench").exists()
+
+
 def test_driver_records_a_terminated_run_and_stops(tmp_path):
     """A run stopped by SIGTERM (its summary says "terminated", exit 143) is recorded as terminated, not failed nor
     interrupted; no more runs start, what exists is aggregated, and run.sh exits 143."""
@@ -678,6 +735,38 @@ def test_driver_records_a_terminated_run_and_stops(tmp_path):
         f"The run was {aggregate.TERMINATED}." in failure
         and "End of `logs/sac_continuous_action__baseline__seed2.log`" in failure
     )
+
+
+def test_resume_runs_anew_a_run_without_checkpoint_and_counts_it_once(tmp_path):
+    """A run that stopped before its first checkpoint runs again from the start: its earlier attempt is kept aside in
+    superseded/ (out of the tables), runs.tsv and the results keep one row per run."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", out]
+    run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), "FAKE_TERMINATE_SEED": "2"}, check=143)
+    run_sh("--resume", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    assert [(r["seed"], r["status"]) for r in aggregate.read_runs(out)] == [(1, "finished"), (2, "finished"), (3, "finished")]
+    assert [(r["seed"], r["status"]) for r in read_results(out)] == [("1", "finished"), ("2", "finished"), ("3", "finished")]
+    (kept,) = (out / "superseded/runs/sac_continuous_action/baseline").iterdir()
+    assert kept.name.startswith("seed2.") and list(kept.rglob("summary.json"))
+
+
+def test_resume_with_jobs_rewrites_runs_tsv_once_before_the_runs(tmp_path):
+    """--resume --jobs 2: the earlier attempts' rows go before any run starts, so that runs ending at once cannot race
+    over runs.tsv; one row per run."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out = tmp_path / "bench"
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2", "--out", out, "--jobs", "2"]
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    both = {"FAKE_RENDEZVOUS": str(meeting), "FAKE_RENDEZVOUS_N": "2", "FAKE_TERMINATE_SEED": "1,2"}  # both stopped
+    run_sh(*args, env={"RUN_SH_SCRIPTS_DIR": str(scripts), **both}, check=143)
+    assert [r["status"] for r in aggregate.read_runs(out)] == ["terminated", "terminated"]
+    for seed in (1, 2):
+        for folder in (out / f"runs/sac_continuous_action/baseline/seed{seed}").iterdir():
+            (folder / "checkpoint.pt").write_bytes(b"a checkpoint")
+    run_sh("--resume", out, "--jobs", "2", env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)
+    assert sorted((r["seed"], r["status"]) for r in aggregate.read_runs(out)) == [(1, "finished"), (2, "finished")]
 
 
 def test_resume_finishes_the_runs_an_earlier_call_left(tmp_path):

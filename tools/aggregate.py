@@ -166,6 +166,8 @@ def read_summary(folder, path, row):
     record.update(flags)
     record.update(algorithm=algorithm, variant=variant, status=summary.get("status") or "unknown")
     record.update(row)
+    if summary.get("status") == "diverged":  # (run.sh records its exit status 1 as failed: the summary says why)
+        record["status"] = "diverged"
     # the seconds from the run's launch (run.sh's runs.tsv) to the end of its first update, compiling included, and
     # whether torch.compile found inductor's cache cold (a graph compiled anew) or warm (every graph from the cache)
     if summary.get("first_update_at") and row.get("launched"):
@@ -195,6 +197,8 @@ def collect_runs(folder):
         else:
             records.append(row)
     for path in sorted(folder.rglob("summary.json")):
+        if "superseded" in path.relative_to(folder).parts:  # an attempt run.sh --resume ran again anew
+            continue
         if path.resolve() not in seen:
             seen.add(path.resolve())
             records.append(read_summary(folder, path, {}))

@@ -20,10 +20,10 @@ def load_aggregate():
     return module
 
 
-def run_sh(*args, env=None, check=None):
-    """Run ./run.sh with our interpreter; return the CompletedProcess (check: the exit status it must have)."""
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", **(env or {}))
-    proc = subprocess.run(["bash", str(RUN_SH), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True)
+def run_sh(*args, env=None, check=None, cwd=ROOT):
+    """Run ./run.sh with our interpreter, from cwd; return the CompletedProcess (check: the exit status it must have)."""
+    env = {**os.environ, "PYTHON": sys.executable, "MPLBACKEND": "Agg", **(env or {})}
+    proc = subprocess.run(["bash", str(RUN_SH), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True)
     if check is not None:
         assert proc.returncode == check, (
             f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
