@@ -319,6 +319,7 @@ EOF
     exit 2
 fi
 
+GIVEN=""
 while [ $# -gt 0 ]; do
     opt="$1"
     val=""
@@ -330,6 +331,7 @@ while [ $# -gt 0 ]; do
             has_inline=1
             ;;
     esac
+    GIVEN+=" $opt" # (what was given, for the options that another one leaves without effect)
     case "$opt" in
         -h | --help)
             usage
@@ -407,6 +409,16 @@ publish() { # from to: the tables, the machine record and the plots; each file t
 
 if [ -n "$REFERENCE" ] && [ ! -f "$REFERENCE" ]; then die "--reference: no such file: $REFERENCE"; fi
 if [ -n "$REFERENCE" ]; then REFERENCE="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"; fi
+for o in --scripts --variants --seeds --total-timesteps --quick --all --jobs --gpus --out --append --slurm --slurm-args --resume --; do
+    if [ -n "$AGGREGATE" ] && in_list "$o" "$GIVEN"; then
+        die "$([ "$o" = -- ] && echo "-- FLAGS" || echo "$o"): not with --aggregate, which makes the tables of all its folder holds"
+    fi
+done
+for o in --total-timesteps --quick --all --out --append --; do # (--scripts, --variants, --seeds pick among the plan's runs)
+    if [ -n "$RESUME" ] && in_list "$o" "$GIVEN"; then
+        die "$([ "$o" = -- ] && echo "-- FLAGS" || echo "$o"): not with --resume, which runs the commands of its plan.tsv as they are"
+    fi
+done
 if [ -n "$AGGREGATE" ]; then
     [ -d "$AGGREGATE" ] || die "--aggregate: no such directory: $AGGREGATE"
     aggregate "$AGGREGATE" || exit 1 # (3, no pandas here: asked for the tables, none made)

@@ -696,6 +696,26 @@ def test_relative_paths_are_the_callers(tmp_path):
     assert (tmp_path / "pub" / "results.md").is_file()
 
 
+@pytest.mark.parametrize(
+    "flags,said",
+    [
+        (["--aggregate", "OUT", "--scripts", "dqn"], "--scripts: not with --aggregate"),
+        (["--aggregate", "OUT", "--out", "elsewhere"], "--out: not with --aggregate"),
+        (["--resume", "OUT", "--total-timesteps", "5000"], "--total-timesteps: not with --resume"),
+        (["--resume", "OUT", "--quick"], "--quick: not with --resume"),
+        (["--resume", "OUT", "--", "--no-cuda"], "-- FLAGS: not with --resume"),
+    ],
+)
+def test_an_option_the_other_leaves_without_effect_is_refused(flags, said, tmp_path):
+    """--aggregate makes the tables of all its folder holds, --resume runs its plan's commands as they are: an option
+    they would ignore is refused, before any work."""
+    out = tmp_path / "bench"
+    out.mkdir()
+    proc = run_sh(*[str(out) if f == "OUT" else f for f in flags], check=2)
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"run.sh: error: {said}"), proc.stderr
+    assert list(out.iterdir()) == []
+
+
 def test_a_diverged_run_is_recorded_as_diverged(tmp_path):
     scripts = fake_scripts(tmp_path, "sac_continuous_action")
     out = tmp_path / "bench"
