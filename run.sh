@@ -197,11 +197,13 @@ Options:
 
 What it leaves in DIR:
   machine.json, machine.md  GPU or none, CPU model and cores, Python and library versions, git commit
+  machines-earlier.jsonl    the records of earlier calls (--append, --resume) made on another machine or commit
   bench.json                how run.sh was called (budgets, seeds, variants, extra flags)
   runs.tsv                  one row per attempted run: ${RUNS_COLUMNS[*]}
   slurm/, tasks/            with --slurm: the plan of runs, Slurm's own logs, one record file per task
   logs/<algo>__<variant>__seed<N>.log   each run's stdout and stderr
   runs/<algo>/<variant>/seed<N>/<run_name>/   each run's metrics.csv and summary.json
+  superseded/               the attempts --resume ran again from the start (no checkpoint): out of the tables
   results.csv               one row per run (failed ones too, with status and the last line of the log)
   results.md                per algorithm, env id, exp name (--exp-name) and variant: steps/s median and range
                             over seeds, speed-up over the baseline of the same algorithm, env id and exp name
@@ -397,7 +399,7 @@ publish() { # from to: the tables, the machine record and the plots; each file t
     for f in "$2"/*.png; do
         [ -f "$f" ] && [ ! -f "$1/$(basename "$f")" ] && stale+=" $(basename "$f")"
     done
-    for f in "$1"/results.csv "$1"/curves.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/*.png; do
+    for f in "$1"/results.csv "$1"/curves.csv "$1"/results.md "$1"/machine.json "$1"/machine.md "$1"/machines-earlier.jsonl "$1"/*.png; do
         [ -f "$f" ] || continue
         name="$(basename "$f")"
         [ -f "$2/$name" ] && replaced+=" $name"
@@ -455,16 +457,20 @@ fi
 RUN_ALGOS=()
 for a in ${SEL_SCRIPTS//,/ }; do
     in_list "$a" "$ALGOS" || die "--scripts: unknown algorithm '$a' (allowed: ${ALGOS// /, })"
+    ! in_list "$a" "${RUN_ALGOS[*]-}" || die "--scripts: $a twice"
     RUN_ALGOS+=("$a")
 done
 RUN_VARIANTS=()
 for v in ${SEL_VARIANTS//,/ }; do
     in_list "$v" "$VARIANTS" || die "--variants: unknown variant '$v' (allowed: ${VARIANTS// /, })"
+    ! in_list "$v" "${RUN_VARIANTS[*]-}" || die "--variants: $v twice"
     RUN_VARIANTS+=("$v")
 done
 RUN_SEEDS=()
 for s in ${SEEDS//,/ }; do
     [[ "$s" =~ ^[0-9]+$ ]] || die "--seeds: '$s' is not a non-negative integer (e.g. --seeds 1,2,3)"
+    given=$s s="${s#"${s%%[!0]*}"}" s="${s:-0}" # (01 is 1)
+    ! in_list "$s" "${RUN_SEEDS[*]-}" || die "--seeds: $given twice (a seed run twice is one run, counted twice)"
     RUN_SEEDS+=("$s")
 done
 [ ${#RUN_ALGOS[@]} -gt 0 ] || die "--scripts: empty"

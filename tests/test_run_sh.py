@@ -343,6 +343,25 @@ def test_aggregate_py_records_how_run_sh_was_called_and_the_machine(tmp_path):
     assert machine["cpu_flags"] == (" ".join(named) or None), machine["cpu_flags"]
 
 
+def test_a_call_on_another_machine_or_checkout_keeps_the_earlier_record(tmp_path, capsys):
+    """An --append or --resume from another commit or machine: a warning naming what changed, the earlier record kept
+    in machines-earlier.jsonl (machine.md says so); the same machine again adds nothing."""
+    aggregate.main(["--record-machine", str(tmp_path)])
+    first = json.loads((tmp_path / "machine.json").read_text())
+    aggregate.main(["--record-machine", str(tmp_path)])
+    assert not (tmp_path / "machines-earlier.jsonl").exists() and "warning" not in capsys.readouterr().err
+    (tmp_path / "machine.json").write_text(json.dumps(dict(first, git_commit="0123456789ab", cpu_model="Another CPU")))
+    aggregate.main(["--record-machine", str(tmp_path), "--jobs=2"])
+    err = capsys.readouterr().err
+    assert "git_commit 0123456789ab -> " in err and "cpu_model Another CPU -> " in err and "jobs" not in err, err
+    (kept,) = [json.loads(line) for line in (tmp_path / "machines-earlier.jsonl").read_text().splitlines()]
+    assert kept["git_commit"] == "0123456789ab" and json.loads((tmp_path / "machine.json").read_text()) != kept
+    assert (
+        "earlier calls into this folder ran on 1 other record(s): machines-earlier.jsonl"
+        in (tmp_path / "machine.md").read_text()
+    )
+
+
 def test_the_budgets_line_names_every_algorithms_budget(tmp_path):
     """Two calls with --append, each with its own --total-timesteps: results.md names both budgets, not the last one."""
     runs = tmp_path / "runs"
@@ -714,6 +733,21 @@ def test_an_option_the_other_leaves_without_effect_is_refused(flags, said, tmp_p
     proc = run_sh(*[str(out) if f == "OUT" else f for f in flags], check=2)
     assert proc.stderr.strip().splitlines()[-1].startswith(f"run.sh: error: {said}"), proc.stderr
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "flag,value,said",
+    [
+        ("--scripts", "dqn,dqn", "dqn twice"),
+        ("--variants", "baseline,baseline", "baseline twice"),
+        ("--seeds", "1,01", "01 twice"),
+    ],
+)
+def test_a_name_given_twice_is_refused(flag, value, said, tmp_path):
+    """A seed given twice would run one run twice and count it as two seeds in the median and the spread."""
+    proc = run_sh(flag, value, "--out", tmp_path / "bench", check=2)
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"run.sh: error: {flag}: {said}"), proc.stderr
+    assert not (tmp_path / "bench").exists()
 
 
 def test_a_diverged_run_is_recorded_as_diverged(tmp_path):

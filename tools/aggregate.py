@@ -899,12 +899,25 @@ def record_machine(folder, jobs=1, cpu_sets=(), gpus=()):
     info["jobs"] = jobs  # runs at once; with more than one, each on its own cores and GPU:
     info["cpu_sets"] = list(cpu_sets) or None  # run slot k's cores (taskset)
     info["gpus"] = list(gpus) or None  # the GPUs the slots take in turn (CUDA_VISIBLE_DEVICES)
+    # an --append or --resume on another machine or checkout: the record names this call's, the earlier ones are kept
+    earlier_path, earlier = folder / "machine.json", folder / "machines-earlier.jsonl"
+    before = json.loads(earlier_path.read_text()) if earlier_path.is_file() else None
+    changed = [k for k in info if before is not None and k not in ("jobs", "cpu_sets", "gpus") and before.get(k) != info[k]]
+    if changed:
+        with open(earlier, "a") as f:
+            f.write(json.dumps(before) + "\n")
+        said = ", ".join(f"{k} {before.get(k)} -> {info[k]}" for k in changed)
+        kept = f"the record names this one; the earlier ones are in {earlier.name}, the runs made before ran there"
+        print(f"run.sh: warning: this call's machine is not the one machine.json recorded ({said}): {kept}", file=sys.stderr)
+    earlier_count = sum(1 for _ in open(earlier)) if earlier.is_file() else 0
     (folder / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
     md = "# Machine\n\n"
     for key, value in info.items():
         if value is None:
             value = "none"
         md += f"- {key}: {value}\n"
+    if earlier_count:
+        md += f"- earlier calls into this folder ran on {earlier_count} other record(s): {earlier.name}\n"
     (folder / "machine.md").write_text(md)
     print(f"run.sh: machine: {info['gpu'] or 'no GPU'}; {cpu_model}, {os.cpu_count()} cores; torch {info['torch']}")
 
