@@ -738,17 +738,13 @@ def evaluate(args, act, video_dir):
 
 @contextlib.contextmanager
 def envs_ignore_signals():
-    """Envs made inside (--async-envs workers too) leave Ctrl-C, SIGTERM and SIGUSR1 to this process, which saves them.
-    One that reaches this process meanwhile is held (blocked: Linux keeps it pending though ignored) until the end."""
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    """Envs made inside (--async-envs workers too) leave Ctrl-C, SIGTERM and SIGUSR1 to this process, which saves them."""
+    handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     try:
         yield
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # (a held signal is handled here)
 
 
 class Snapshot(gym.Wrapper):

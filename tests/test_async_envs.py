@@ -4,7 +4,6 @@ buffer) or the rollout (PPO) that the sync run stores, sees the same episodes an
 Atari scripts step their envs in envpool's threads: --envpool-threads sets how many, --async-envs is refused. Ctrl-C
 with --async-envs ends the run as without it."""
 
-import os
 import pathlib
 import signal
 import subprocess
@@ -147,25 +146,6 @@ def test_atari_refuses_async_envs_and_takes_envpool_threads(script, tmp_path, ca
         tmp_path=tmp_path,
     )
     assert summary["status"] == "finished" and summary["args"]["envpool_threads"] == 2
-
-
-def test_a_signal_while_the_envs_are_made_is_held_not_lost():
-    """The envs are made with the three signals ignored (the workers inherit it); one that reaches the training process
-    meanwhile (a Ctrl-C while many --async-envs workers start) waits, and reaches its handler when they are made."""
-    module = load_script("sac_continuous_action")
-    got, handlers = [], {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
-    try:
-        for s in handlers:
-            signal.signal(s, lambda signum, frame: got.append(signum))
-        with module.envs_ignore_signals():
-            os.kill(os.getpid(), signal.SIGTERM)
-            os.kill(os.getpid(), signal.SIGUSR1)
-            assert got == [] and signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
-        assert sorted(got) == sorted([signal.SIGTERM, signal.SIGUSR1])
-        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
-    finally:
-        for s, handler in handlers.items():
-            signal.signal(s, handler)
 
 
 @pytest.mark.parametrize("script", ["ppo_continuous_action", "sac_continuous_action_torchcompile"])
