@@ -647,7 +647,8 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     launched=${EPOCHREALTIME:-$(date +%s)} # (bash 5's clock, to the microsecond)
     launched=${launched/,/.}
     if [ -n "$RUN_TASK" ] || [ "$JOBS" = 1 ]; then # (a Slurm task, or one at a time) in the background: traps pass signals on
-        ${pin[@]+"${pin[@]}"} "${cmd[@]}" >>"$OUT/$log" 2>&1 </dev/null &
+        # in run.sh's process group (a terminal's Ctrl-C, timeout's kill reach it), with Ctrl-C's default (& ignores it)
+        (trap - INT && exec ${pin[@]+"${pin[@]}"} "${cmd[@]}") >>"$OUT/$log" 2>&1 </dev/null &
         RUNNING=$!
         until wait "$RUNNING"; rc=$?; ! kill -0 "$RUNNING" 2>/dev/null; do :; done
         RUNNING=""
@@ -740,11 +741,10 @@ fi
 
 [ -e "$OUT/runs.tsv" ] || runs_row "${RUNS_COLUMNS[@]}" >"$OUT/runs.tsv"
 echo "run.sh: $TOTAL runs into $OUT" $([ "$JOBS" -gt 1 ] && echo "($JOBS at once)")
-if [ "$JOBS" = 1 ]; then # one at a time, in its own process group: Ctrl-C and SIGTERM to run.sh are passed on to it
-    set -m
+if [ "$JOBS" = 1 ]; then # one at a time, in run.sh's process group: a SIGTERM to run.sh alone is passed on to it
     RUNNING=""
-    trap 'INTERRUPTED=1; [ -z "$RUNNING" ] || kill -INT -- "-$RUNNING" 2>/dev/null' INT
-    trap 'INTERRUPTED=1 TERMINATED=1; [ -z "$RUNNING" ] || kill -TERM -- "-$RUNNING" 2>/dev/null' TERM
+    trap 'INTERRUPTED=1' INT # the running script gets a terminal's Ctrl-C too and writes its summary as "interrupted"
+    trap 'INTERRUPTED=1 TERMINATED=1; [ -z "$RUNNING" ] || kill -TERM "$RUNNING" 2>/dev/null' TERM
     gpu=""
     [ -n "$GPUS" ] && gpu=${RUN_GPUS[0]}
     for ((i = 0; i < TOTAL; i++)); do
@@ -752,7 +752,6 @@ if [ "$JOBS" = 1 ]; then # one at a time, in its own process group: Ctrl-C and S
         run_one "$i" "$OUT/runs.tsv" "" "$gpu"
         count $?
     done
-    set +m
 else # a pool of --jobs slots, each run in its own process group: Ctrl-C (SIGTERM) is passed on to every running one
     set -m
     declare -A SLOT_OF=()
