@@ -186,7 +186,8 @@ Options:
                           again (its earlier attempt moved to DIR/superseded/, out of the tables); runs.tsv keeps
                           one row per run. A run finished since by its script's own
                           --resume (its summary.json says finished) counts as finished. With --scripts,
-                          --variants or --seeds: only the unfinished runs they name, in the plan's order
+                          --variants or --seeds: only the unfinished runs they name, in the plan's order. One
+                          call at a time runs into a folder (--resume, --append): a second is refused (flock)
   --tune [--slurm [--workers N] [--slurm-args "..."]] -- ARGS
                           instead of a benchmark: tune a script's flags with Optuna (tools/tune.py ARGS; its --help);
                           with --slurm, N workers as a job array sharing the study in tools/tune.py's --storage
@@ -522,6 +523,13 @@ fi
 if [ -z "$RUN_TASK" ] && [ -z "$RESUME" ] && [ "$APPEND" = 1 ] && { { [ -e "$OUT/slurm" ] && [ "$SLURM" = 0 ]; } || { [ -e "$OUT/runs.tsv" ] && [ ! -e "$OUT/slurm" ] && [ "$SLURM" = 1 ]; }; }; then
     die "--append: $OUT holds a benchmark run $([ "$SLURM" = 1 ] && echo here || echo through Slurm); add to it the same way, or use another folder"
 fi
+# One call at a time into a folder: two (--resume twice, --append beside --resume) would run its unfinished runs
+# twice into the same run folders. The lock is held by run.sh and the runs it starts; flock comes with Linux's
+# util-linux (without it, no lock). A Slurm submission's tasks share their folder by design.
+if [ -z "$RUN_TASK" ] && [ "$SLURM" = 0 ] && command -v flock >/dev/null; then
+    exec 9>>"$OUT/.lock"
+    flock -n 9 || die "$([ -n "$RESUME" ] && echo --resume || echo --out): another ./run.sh is running into $OUT; wait for it or stop it"
+fi
 if [ -n "$PUBLISH" ]; then
     mkdir -p "$PUBLISH" || die "--publish: cannot create $PUBLISH"
     PUBLISH="$(cd "$PUBLISH" && pwd)"
@@ -601,7 +609,9 @@ else
                     cmd=("$LEANRL_PYTHON" "$ROOT/tools/leanrl.py" --leanrl "$LEANRL" "$(peer_file "$a" "$v")" "${cmd[@]:2}")
                 fi
                 if [ "$v" = multigpu ] && command -v torchrun >/dev/null; then # a rank per GPU of the run (else one)
-                    cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "${cmd[@]:1}")
+                    # torchrun passes on SIGUSR1 too (Slurm's warning): by default it would end torchrun alone
+                    signals=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1
+                    cmd=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$NPROC" --signals-to-handle $signals "${cmd[@]:1}")
                 fi
                 shown="${cmd[*]:1}" # as a reader would type it: python scripts/..., paths relative to the out dir
                 shown="python ${shown//$'\t'/ }"
@@ -662,9 +672,14 @@ run_one() { # index record cpus gpu: one run of the plan, its runs.tsv row appen
     fi
     summary_rel=""
     [ -n "$summary" ] && [ -f "$summary" ] && summary_rel="${summary#"$OUT"/}"
-    if [ "$rc" = 143 ]; then # SIGTERM (Slurm's time limit, kill, timeout): the script wrote its summary as "terminated"
+    local ended="" # torchrun exits 1 after it passed a signal on: then rank 0's summary, if this call wrote it, says
+    if [ "$rc" != 0 ] && [[ " ${cmd[*]} " == *" torch.distributed.run "* ]] && [ -n "$summary_rel" ]; then
+        ended="$("$PYTHON" -c 'import json, os, sys
+if os.path.getmtime(sys.argv[1]) >= float(sys.argv[2]): print(json.load(open(sys.argv[1])).get("status"))' "$summary" "$launched" 2>/dev/null)"
+    fi
+    if [ "$rc" = 143 ] || [ "$ended" = terminated ]; then # SIGTERM (Slurm's time limit, kill): its summary says "terminated"
         status=terminated
-    elif [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ]; then
+    elif [ "$INTERRUPTED" = 1 ] || [ "$rc" = 130 ] || [ "$ended" = interrupted ]; then
         status=interrupted
     elif [ "$rc" = 0 ] && [ -n "$summary_rel" ]; then
         status=finished

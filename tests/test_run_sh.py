@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 import types
 
 import pytest
+from helpers.background import command, descendants
 from helpers.run_sh import RUN_SH, check_png, load_aggregate, md_rows, md_table, read_results, run_sh
 from helpers.scripts import ROOT, SUMMARY_KEYS, importable
 
@@ -490,6 +492,7 @@ FAKE_SCRIPT = textwrap.dedent("""
     def on_sigterm(signum, frame):
         raise Terminated
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGUSR1, on_sigterm)  # (Slurm's warning: the scripts stop as on SIGTERM)
     argv = sys.argv[1:]
     def flag(name, default=None):
         value = default
@@ -699,6 +702,34 @@ def test_sigterm_to_the_driver_alone_stops_its_running_run(tmp_path):
     assert proc.returncode == 143, stdout + stderr
     recorded = [(r["seed"], r["status"], r["exit_code"]) for r in aggregate.read_runs(out)]
     assert recorded == [(1, "finished", "0"), (2, "terminated", "143")]  # seed 3 never started
+
+
+def test_a_second_call_into_a_folder_in_use_is_refused(tmp_path):
+    """While run.sh runs into a folder, a second call into it (--resume, --append) would run the same unfinished runs
+    into the same run folders: it is refused before any work, and the first goes on."""
+    scripts = fake_scripts(tmp_path, "sac_continuous_action")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
+    env.update(FAKE_HANG_SEED="2", FAKE_MARKER=str(marker))
+    args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2", "--out", str(out)]
+    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while not marker.exists() and proc.poll() is None:  # seed 2 is running (and would run for ever)
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        plan = (out / "plan.tsv").read_text()
+        for again, flag in [(["--resume", out], "--resume"), ([*args, "--append"], "--out")]:
+            second = run_sh(*again, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=2)
+            said = f"run.sh: error: {flag}: another ./run.sh is running into {out}; wait for it or stop it"
+            assert second.stderr.strip().splitlines()[-1] == said, second.stderr
+        assert proc.poll() is None and (out / "plan.tsv").read_text() == plan
+        assert [(r["seed"], r["status"]) for r in aggregate.read_runs(out)] == [(1, "finished")]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    run_sh("--resume", out, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=0)  # the folder is free again
 
 
 def test_relative_paths_are_the_callers(tmp_path):
@@ -1209,6 +1240,34 @@ def test_variant_files_are_variants_of_their_algorithm(tmp_path):
     run_sh("--quick", *flags[:2], "--seeds", "1", "--out", tmp_path / "quick", env=env, check=1)  # fast files: missing
     quick = json.loads((tmp_path / "quick" / "bench.json").read_text())
     assert quick["variants"] == ["baseline", "fast", "compile", "compile_cudagraphs", "ray", "multigpu"]
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="run.sh runs the multigpu variant under torchrun")
+def test_torchrun_passes_slurm_s_warning_on_and_the_run_is_recorded_as_it_ended(tmp_path):
+    """Under torchrun (the multigpu variant), SIGUSR1, Slurm's warning before the time limit, reaches the ranks, which
+    stop with their checkpoint; torchrun then exits 1 after it, and run.sh records the run as its summary says it
+    ended: terminated, as the run of another variant is."""
+    scripts = fake_scripts(tmp_path, "ppo_atari_multigpu_torchcompile")
+    out, marker = tmp_path / "bench", tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
+    env.update(FAKE_HANG_SEED="1", FAKE_MARKER=str(marker))
+    args = ["--scripts", "ppo_atari", "--variants", "multigpu", "--seeds", "1", "--out", str(out)]
+    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while not marker.exists() and proc.poll() is None:  # the rank is running (and would run for ever)
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        (torchrun,) = [pid for pid in descendants(proc.pid) if "torch.distributed.run" in command(pid)]
+        os.kill(torchrun, signal.SIGUSR1)  # (the run's own process: Slurm's B:USR1 reaches run.sh, which passes it on)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, stdout + stderr
+    (recorded,) = aggregate.read_runs(out)
+    assert (recorded["status"], recorded["exit_code"]) == ("terminated", "1"), recorded
+    assert "--signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1" in recorded["command"]
 
 
 def test_aggregate_draws_a_reference(tmp_path):
