@@ -471,28 +471,32 @@ class Runners:
         try:
             # the embedded default: no setup, loopback only, no dashboard
             if args.ray_address is None:
-                # Ray starts its processes with SIGINT blocked, so that Ctrl-C stops the learner alone; SIGTERM too here:
-                # a SIGTERM to all of the run's processes (Slurm's time limit) reaches the learner alone, which stops
-                # with its checkpoint, runners included, then ends them (ray.shutdown: SIGKILL after a few seconds)
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                # Ray starts its processes with SIGINT blocked, so that Ctrl-C stops the learner alone; SIGTERM and
+                # SIGUSR1 too here: sent to all of the run's processes (Slurm's time limit, or its warning without B:),
+                # they reach the learner alone, which stops with its checkpoint, runners included, then ends them
+                # (ray.shutdown: SIGKILL after a few seconds)
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
                 try:
                     ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="ERROR")
                 finally:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGUSR1})
             else:
                 ray.init(address=args.ray_address, logging_level="ERROR")
-        except ConnectionError as e:
-            sys.exit(f"error: --ray-address: {args.ray_address}: {e}")
+        # no cluster there, another Ray's version, a local Ray that did not start
+        except Exception as e:
+            where = f"--ray-address: {args.ray_address}" if args.ray_address else "--env-runners: the local Ray"
+            sys.exit(f"error: {where}: {type(e).__name__}: {e}".replace("\n", " "))
         # Checked at the start, since Ray would otherwise wait for the CPUs forever: the cluster's free CPUs, and the
-        # runners each node can hold (a runner lives on one node)
-        free = ray.available_resources().get("CPU", 0.0)
-        need = args.env_runners * args.env_runner_cpus
-        fit = sum(int(node["Resources"].get("CPU", 0) // args.env_runner_cpus) for node in ray.nodes() if node["Alive"])
+        # runners each node can hold (a runner lives on one node); in Ray's units of 1/10,000 CPU, as it counts them
+        # (in floats, 10 runners x 0.2 CPU would need more than 2 CPUs)
+        per = round(args.env_runner_cpus * 10_000)
+        free, need = round(ray.available_resources().get("CPU", 0.0) * 10_000), args.env_runners * per
+        fit = sum(round(node["Resources"].get("CPU", 0) * 10_000) // per for node in ray.nodes() if node["Alive"])
         if need > free or fit < args.env_runners:
             ray.shutdown()
             sys.exit(
-                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need {need:g}"
-                f" CPUs, the Ray cluster has {free:g} free (its nodes hold {fit} such runners)"
+                f"error: --env-runners: {args.env_runners} runners x --env-runner-cpus {args.env_runner_cpus} need"
+                f" {need / 10_000:g} CPUs, the Ray cluster has {free / 10_000:g} free (its nodes hold {fit} such runners)"
             )
 
     def start(self, run):
@@ -571,10 +575,11 @@ class Runners:
 
 def main(args: Args):
     speed_flags(args)  # before any work: the speed flags as this machine can run them
-    # Runners: start_run's steps, with Ray joined before the run folder is made (too few CPUs: none made)
+    # Runners: start_run's steps, with Ray joined before --resume cuts the resumed run's metrics.csv back and before the
+    # run folder is made (too few CPUs: both left as they were)
     model = check_args(args)  # Run: (Runners: start_run's steps, below)
-    saved = resume(args) if args.resume else None  # Run:
     runners = Runners(args)
+    saved = resume(args) if args.resume else None  # Run:
     columns = "learning_rate value_loss policy_loss entropy old_approx_kl approx_kl clipfrac explained_variance"
     # the run's folder, named as in CleanRL (--capture-video's videos go there)
     run_dir = f"{args.output_dir}/{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
@@ -664,8 +669,6 @@ def main(args: Args):
 
             # env 0's NormalizeObservation statistics (each env keeps its own; Runners: runner 0's, from its rollout)
             obs_rms = obs_statistics(rms)  # Run: for the checkpoint and model.pt
-            # Runners: each runner's envs, where they are, and its action noise, for a checkpoint that is due
-            kept = runners.state() if run.checkpoint_due(global_step) else None
             # The iteration counted for steps/s; a row of metrics.csv (Speed: one read of the device per iteration,
             # the explained variance over the valid rows); a checkpoint every --checkpoint-interval steps; Ctrl-C,
             # SIGTERM or SIGUSR1 stop the run here, after one.
@@ -679,7 +682,9 @@ def main(args: Args):
                     learning_rate=ppo.optimizer.param_groups[0]["lr"],
                     explained_variance=explained_variance(batch["values"], batch["returns"], batch["valids"]),
                 ),
-                runners=kept,  # Runners: (next_obs and next_done are theirs)
+                # Runners: each runner's envs, where they are, and its action noise, asked for when a checkpoint is
+                # saved (next_obs and next_done are theirs)
+                runners=runners.state,
                 iteration=iteration,
                 obs_rms=obs_rms,
             ):
@@ -771,11 +776,11 @@ def check_args(args: Args):
 def check_runners(args: Args):
     """Runners: --env-runners, --env-runner-cpus and --ray-address, checked in one line each and with a bounded wait."""
     check(args, "env_runners", lambda v: 1 <= v < math.inf, "in [1, inf)")
-    check(args, "env_runner_cpus", lambda v: 0 < v < math.inf, "in (0, inf)")
+    check(args, "env_runner_cpus", lambda v: 0.0001 <= v < math.inf, "in [0.0001, inf) (Ray's unit)")
     if args.num_envs % args.env_runners:
         sys.exit(f"error: --env-runners: must divide --num-envs ({args.num_envs}) into equal shares, got {args.env_runners}")
     if args.async_envs:
-        sys.exit("error: --env-runners: not with --async-envs (each runner steps its own share of the envs already)")
+        sys.exit("error: --async-envs: not in this file (the --env-runners Ray actors step the envs, each its share)")
     if importlib.util.find_spec("ray") is None:
         sys.exit(
             "error: --env-runners: needs ray: pip install -r requirements/requirements-ray.txt (or pip install 'ray==2.60.0')"
@@ -874,6 +879,7 @@ def load_checkpoint(args):
 # Checkpoints: --resume goes on from checkpoint.pt as the unstopped run would have. The flags a resumed run may change:
 RESUMABLE = ["total_timesteps", "resume", "checkpoint_interval", "exp_name", "output_dir", "track", "wandb_project_name"]
 RESUMABLE += ["wandb_entity", "save_model", "eval_episodes", "capture_video", "measure_burnin", "log_interval"]
+RESUMABLE += ["ray_address", "env_runner_cpus"]  # Runners: where they run
 CHECKPOINT_VERSION = 3  # 1, 2 (refused): numpy arrays as tensors; logged values among the loop's
 # numpy's arrays, scalars and dtypes (the envs' states), which torch.load(weights_only=True) reads when told: no code runs
 NUMPY = [np._core.multiarray._reconstruct, np._core.multiarray.scalar, np.ndarray, np.dtype]
@@ -965,6 +971,11 @@ class Run:
                 print(f"error: --async-envs: an env worker died ({type(e).__name__}), the run stops here", file=sys.stderr)
             elif self.stopping:  # Runners: stopping with its Ray cluster, the run stops as asked
                 self.status = self.stopping
+                # Runners: the last checkpoint, where the run resumes
+                kept = "there is none to resume"
+                if os.path.exists(os.path.join(self.run_dir, "checkpoint.pt")):
+                    kept = f"--resume goes on from step {self.part['step']}"
+                print(f"warning: --env-runners: {e}: no checkpoint at this step, {kept}", file=sys.stderr)
             else:  # Runners: (the runner's error is printed above)
                 print(f"error: --env-runners: {e}, the run stops here", file=sys.stderr)
         if envs is None:  # Runners: (the runners close their envs)
@@ -1036,8 +1047,9 @@ class Run:
 
     def checkpoint(self, global_step, learned, envs, **loop):
         """checkpoint.pt every --checkpoint-interval steps and before a signal stops the run; True: the loop stops."""
-        if self.checkpoint_due(global_step) and envs is None:  # Runners: (theirs: a loop value)
-            self.save_checkpoint(global_step, learned=states(learned), **loop)
+        # Runners: their envs (the loop value `runners` asks them, here, when a checkpoint is saved)
+        if self.checkpoint_due(global_step) and envs is None:
+            self.save_checkpoint(global_step, learned=states(learned), **dict(loop, runners=loop["runners"]()))
         elif self.checkpoint_due(global_step):  # Runners:
             self.save_checkpoint(global_step, learned=states(learned), envs=env_state(envs), **loop)
         if self.stopping:

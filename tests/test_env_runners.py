@@ -242,8 +242,8 @@ BAD = [
     pytest.param(dict(env_runners=3, num_envs=4), "--env-runners", "must divide --num-envs (4)", id="not-dividing"),
     pytest.param(dict(env_runners=-1), "--env-runners", "in [1, inf)", id="negative"),
     pytest.param(dict(env_runners=0), "--env-runners", "in [1, inf)", id="none"),
-    pytest.param(dict(env_runners=2, num_envs=2, async_envs=True), "--env-runners", "not with --async-envs", id="async"),
-    pytest.param(dict(env_runner_cpus=0.0, env_runners=1), "--env-runner-cpus", "in (0, inf)", id="zero-cpus"),
+    pytest.param(dict(env_runners=2, num_envs=2, async_envs=True), "--async-envs", "not in this file", id="async"),
+    pytest.param(dict(env_runner_cpus=0.0, env_runners=1), "--env-runner-cpus", "in [0.0001, inf)", id="zero-cpus"),
     pytest.param(
         dict(env_runners=1, ray_address="127.0.0.1:9"), "--ray-address", "cannot be reached", id="address-unreachable"
     ),
@@ -291,21 +291,22 @@ def test_ray_address_auto_without_a_cluster(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_ray_process(tmp_path):
-    """As Slurm's time limit does: SIGTERM to every process of the run (the script, its local Ray's GCS, raylet and
-    agents, the runners). The local Ray started with SIGTERM blocked, so the learner alone acts on it: the run says it
-    was terminated, its checkpoint holds the step it stopped at and both runners' envs, its model is kept, and the
-    learner's shutdown ends Ray's processes."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
+def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_ray_process(signum, tmp_path):
+    """As Slurm's time limit does (SIGTERM), or its warning sent without B: (SIGUSR1): the signal to every process of
+    the run (the script, its local Ray's GCS, raylet and agents, the runners). The local Ray started with both blocked,
+    so the learner alone acts on it: the run says it was terminated, its checkpoint holds the step it stopped at and
+    both runners' envs, its model is kept, and the learner's shutdown ends Ray's processes."""
     import torch
 
     flags = [*TARGET, "--update-epochs", 1, "--total-timesteps", 1_000_000, "--env-runners", 2, "--save-model"]
     with Background(CONT, *flags, tmp_path=tmp_path) as run:
         run.wait_for_rows(2)
         started = {pid: command(pid) for pid in descendants(run.proc.pid)}
-        run.signal(signal.SIGTERM)
+        run.signal(signum)
         for pid, cmdline in started.items():
             if command(pid) == cmdline:  # (still that process)
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
         summary = run.finish(limit=120, status=143)
         assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
         run_dir = pathlib.Path(summary["_run_dir"])
@@ -318,3 +319,52 @@ def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_r
             return not [pid for pid, cmdline in started.items() if command(pid) == cmdline]
 
         wait_until(ray_gone, 60, "no Ray process of the run left", run.output)
+
+
+@pytest.mark.parametrize("due", [True, False])
+def test_the_checkpoint_asks_the_runners_for_their_state_when_it_saves(due, tmp_path):
+    """The runners' state is asked for by the save itself, not decided beforehand: a signal that arrives between the
+    loop's step and the save (while a row is written) makes the checkpoint due, and it still holds the runners' envs."""
+    import torch
+
+    module = load_script(CONT)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        run = module.Run(module.Args(env_id="Pendulum-v1", checkpoint_interval=10**9, cuda=False))
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    run.run_dir, asked = tmp_path, []
+    run.stopping = "terminated" if due else None  # (a signal's handler sets it)
+    stop = run.checkpoint(512, {}, None, runners=lambda: asked.append(1) or ["runner 0", "runner 1"], iteration=1)
+    assert stop == due and asked == ([1] if due else [])
+    if due:
+        with torch.serialization.safe_globals(module.NUMPY):
+            saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+        assert saved["runners"] == ["runner 0", "runner 1"] and saved["log"]["step"] == 512
+
+
+def test_fractions_of_a_cpu_count_as_ray_counts_them(monkeypatch):
+    """10 runners x 0.2 CPU fit a Ray of 2 CPUs (in floats they would need 2.0000000000000004), 3 x 0.7 do not."""
+    import ray
+
+    module = load_script(CONT)
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=2, logging_level="ERROR")
+    try:
+        monkeypatch.setattr(ray, "init", lambda **_: None)  # the cluster is joined already
+        args = module.Args(env_id="Pendulum-v1", num_envs=10, env_runners=10, env_runner_cpus=0.2)
+        module.Runners(args)  # no exit
+        args = module.Args(env_id="Pendulum-v1", num_envs=3, env_runners=3, env_runner_cpus=0.7)
+        with pytest.raises(SystemExit) as stop:
+            module.Runners(args)
+        said = "error: --env-runners: 3 runners x --env-runner-cpus 0.7 need 2.1 CPUs, the Ray cluster has 2 free"
+        assert str(stop.value.code).startswith(said), stop.value.code
+    finally:
+        ray.shutdown()
+
+
+def test_another_cluster_or_share_of_cpus_may_resume_the_run():
+    """--ray-address and --env-runner-cpus change where the runners run, not what they compute (a Slurm requeue lands
+    on another node); --env-runners would split the envs otherwise and is refused."""
+    module = load_script(CONT)
+    assert {"ray_address", "env_runner_cpus"} <= set(module.RESUMABLE) and "env_runners" not in module.RESUMABLE
