@@ -522,14 +522,13 @@ def main(args: Args):
                     break
 
             # DDP: every rank stops at the end of the same iteration if any was asked to (never inside an all_reduce):
-            # one all_reduce per iteration of whether each rank was interrupted (Ctrl-C) or terminated (SIGTERM)
+            # a signal only asks (Run.ask_to_stop), the stop is decided here, once per iteration, with one all_reduce
+            # of whether each rank was asked by Ctrl-C or by SIGTERM; one asked later waits for the next iteration
+            run.stopping = run.asked
             if world_size > 1:
-                asked = torch.tensor([float(run.stopping == s) for s in ("interrupted", "terminated")], device=device)
+                asked = torch.tensor([float(run.asked == s) for s in ("interrupted", "terminated")], device=device)
                 dist.all_reduce(asked, op=dist.ReduceOp.MAX)
-                if asked[1] and not run.stopping:
-                    run.stopping = "terminated"
-                elif asked[0] and not run.stopping:
-                    run.stopping = "interrupted"
+                run.stopping = "terminated" if asked[1] else "interrupted" if asked[0] else None
             # DDP: every rank's random streams, gathered when a checkpoint is due, for rank 0's
             ranks = None
             if run.checkpoint_due(global_step):
@@ -542,7 +541,7 @@ def main(args: Args):
             if run.step(  # Run:
                 global_step,
                 1,
-                rows=args.log_interval * batch_size,
+                rows=args.log_interval * batch_size * world_size,  # DDP: every rank's steps
                 values=dict(
                     out,
                     clipfrac=clipfrac_sum / ((epoch + 1) * args.num_minibatches),
@@ -554,7 +553,9 @@ def main(args: Args):
             ):
                 break
 
-    # DDP: the other ranks end as rank 0 ended; rank 0 alone writes the run folder
+    # DDP: the other ranks end as rank 0 ended; rank 0 alone writes the run folder (a stop asked after the loop's last
+    # iteration: before the evaluation)
+    run.stopping = run.stopping or run.asked
     state = dict(status=run.status, args=args, run=run)
     if world_size > 1:  # DDP: the process group ends with the loop
         dist.destroy_process_group()
@@ -701,6 +702,10 @@ def load_checkpoint(args):
     if args.total_timesteps < saved["log"]["step"]:  # (it would end at once, its checkpoint gone)
         step = saved["log"]["step"]
         sys.exit(f"error: --total-timesteps: the run resumed is at step {step}, past {args.total_timesteps}")
+    # DDP: the checkpoint holds each rank's own random streams
+    ranks, world_size = len(saved["ranks"]), int(os.environ.get("WORLD_SIZE", 1))
+    if ranks != world_size:
+        sys.exit(f"error: --resume: the run resumed ran on {ranks} ranks, not {world_size} (torchrun --nproc-per-node)")
     return saved
 
 
@@ -733,15 +738,18 @@ class Run:
         self.step_at = self.part["step"]  # the loop's last step
         self.tick = time.time()  # when it ended
         self.envs = self.learned = self.wandb = self.stopping = None
+        self.asked = None  # DDP: a signal's stop, which the ranks agree on (several ranks)
         self.evaluating = False  # (a signal stops the evaluation at once)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # Ctrl-C, kill, Slurm
             signal.signal(signum, self.ask_to_stop)
 
     def ask_to_stop(self, signum, frame):  # Ctrl-C, SIGTERM or SIGUSR1 (Slurm)
         """The loop stops after its step, checkpoint first; a second Ctrl-C, or one during the evaluation, at once."""
-        again = self.stopping == "interrupted" and signum == signal.SIGINT
-        self.stopping = self.stopping or ("interrupted" if signum == signal.SIGINT else "terminated")
+        # DDP: asked, and the loop stops where every rank agrees (main, once per iteration)
+        again = self.asked == "interrupted" and signum == signal.SIGINT
+        self.asked = self.asked or ("interrupted" if signum == signal.SIGINT else "terminated")
         if again or self.evaluating:
+            self.stopping = self.stopping or self.asked  # DDP:
             raise KeyboardInterrupt
 
     def open(self, run_dir, columns):

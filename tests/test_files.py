@@ -23,13 +23,15 @@ VARIANTS = {
     "ppo_continuous_action_ray_torchcompile": dict(
         core="ppo_continuous_action_torchcompile",
         marker="Runners:",
-        changed={"Args", "check_args", "main", "Run"},  # Run: a lost runner ends the loop
+        # Run: a lost runner ends the loop; RESUMABLE: where the runners run may change
+        changed={"Args", "check_args", "main", "Run", "RESUMABLE"},
         own={"check_runners", "EnvRunner", "Runners"},
     ),
     "ppo_atari_multigpu_torchcompile": dict(
         core="ppo_atari_torchcompile",
         marker="DDP:",
-        changed={"Args", "check_args", "main", "make_ppo", "Run"},  # make_ppo: the all_reduce; Run: world_size
+        # make_ppo: the all_reduce; Run: world_size, the ranks' agreed stop; load_checkpoint: as many ranks
+        changed={"Args", "check_args", "main", "make_ppo", "Run", "load_checkpoint"},
         own={"QuietRun"},
     ),
 }

@@ -186,9 +186,10 @@ def test_torchrun_stops_every_rank_at_one_iteration_and_resumes_them_all(tmp_pat
     """SIGTERM to torchrun's process group, as Slurm sends it: every rank stops at the end of the same iteration (one
     all_reduce of the stop flag per iteration: no rank left waiting in an all_reduce), rank 0 writes one summary
     (terminated), model.pt and one checkpoint with every rank's random streams, and no rank is left running. Resumed
-    under torchrun, every rank goes on from it."""
+    under torchrun, every rank goes on from it; resumed on another number of ranks, it is refused. A row every
+    --log-interval iterations of every rank's steps."""
     flags = ["--num-envs", 2, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1, "--measure-burnin", 1]
-    flags += ["--total-timesteps", 2560, "--no-cuda", "--dist-backend", "gloo", "--save-model"]
+    flags += ["--total-timesteps", 2560, "--no-cuda", "--dist-backend", "gloo", "--save-model", "--log-interval", 2]
     with torchrun_background(flags, tmp_path) as run:
         run.wait_for_rows(3)
         ranks = [pid for pid in run.seen if "ppo_atari_multigpu" in run.seen[pid] and pid != run.proc.pid]
@@ -201,6 +202,9 @@ def test_torchrun_stops_every_rank_at_one_iteration_and_resumes_them_all(tmp_pat
     with torch.serialization.safe_globals(load_script("ppo_atari_multigpu_torchcompile").NUMPY):
         saved = torch.load(folder / "checkpoint.pt", weights_only=True)
     assert len(saved["ranks"]) == 2 and not torch.equal(saved["ranks"][0]["torch"], saved["ranks"][1]["torch"])
+    (tmp_path / "one-rank").mkdir()
+    error = refusal("ppo_atari_multigpu_torchcompile", folder, *flags, tmp_path=tmp_path / "one-rank")  # plain python
+    assert error == "error: --resume: the run resumed ran on 2 ranks, not 1 (torchrun --nproc-per-node)", error
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd += [str(SCRIPTS / "ppo_atari_multigpu_torchcompile.py"), *map(str, flags), "--resume", str(folder)]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -208,6 +212,8 @@ def test_torchrun_stops_every_rank_at_one_iteration_and_resumes_them_all(tmp_pat
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["resumes"] == 1 and summary["global_step"] == 2560
     assert len(list((tmp_path / "runs").iterdir())) == 1
+    with open(folder / "metrics.csv", newline="") as f:  # 2 ranks x 2 envs x 32 steps an iteration, a row every 2
+        assert [int(row["global_step"]) for row in csv.DictReader(f)] == list(range(256, 2561, 256))
 
 
 # --- bad resumes: one line each, before any work, the folder untouched ---------------------------------------------

@@ -127,3 +127,25 @@ def test_target_kl_stops_every_rank_at_the_same_epoch(tmp_path):
     kls = [[out[-1] for _, out in rank["reduced"]] for rank in ranks]
     assert kls[0] == kls[1]  # the same on both
     assert all(kls[0][i] > 1e-9 for i in (1, 3, 5))  # above the target at each epoch's end
+
+
+def test_a_rank_s_signal_asks_and_the_ranks_decide_together(monkeypatch):
+    """With several ranks a signal only asks: the loop's stop (which a checkpoint that is due reads) changes where the
+    ranks agree, once per iteration, so that a signal that comes between the agreement and the checkpoint cannot stop
+    one rank alone or save a checkpoint without every rank's random streams. During the evaluation: at once."""
+    import signal
+
+    module = load_script(SCRIPT)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        run = module.Run(module.Args(checkpoint_interval=10**9))
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    run.ask_to_stop(signal.SIGTERM, None)
+    assert run.asked == "terminated" and run.stopping is None and not run.checkpoint_due(128)
+    run.evaluating = True
+    with pytest.raises(KeyboardInterrupt):
+        run.ask_to_stop(signal.SIGINT, None)
+    assert run.stopping == "terminated"

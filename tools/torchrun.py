@@ -35,14 +35,19 @@ def run(mode, seed, total_timesteps, timeout):
         flags = ["--total-timesteps", str(total_timesteps), "--measure-burnin", "1", "--no-cuda", "--seed", str(seed)]
         command = MODES[mode] + flags + ["--output-dir", runs]
         row = dict(mode=mode, seed=seed, total_timesteps=total_timesteps, sps=None, episodic_return=None, status="failed")
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            # SIGTERM, which torchrun passes on to its ranks (in sessions of their own, a SIGKILL to it would leave them
+            # training beside the next runs); the runs stop after their iteration
+            proc.terminate()
+            proc.communicate()
             print(f"torchrun.py: the run took over {timeout} s: {' '.join(command)}", file=sys.stderr, flush=True)
             return row
         found = list(pathlib.Path(runs).glob("*/summary.json"))
         if proc.returncode or not found:
-            print(f"torchrun.py: the run failed: {' '.join(command)}\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+            print(f"torchrun.py: the run failed: {' '.join(command)}\n{stderr[-3000:]}", file=sys.stderr, flush=True)
             return row
         summary = json.loads(found[0].read_text())
         row.update(sps=summary["sps"], episodic_return=summary["episodic_return"], status=summary["status"])
