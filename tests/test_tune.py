@@ -133,6 +133,45 @@ def test_a_killed_worker_s_trial_is_run_again_with_its_flags(tmp_path):
     assert retried.system_attrs["failed_trial"] == dead.number and retried.params == dead.params
 
 
+def test_a_worker_stopped_by_sigterm_queues_its_trial_again(tmp_path):
+    """SIGTERM to a worker (Slurm's time limit, kill): its running trial's run stops with its checkpoint and summary,
+    the trial fails and is queued again with its flags, the report is written and the worker exits 143 saying so; the
+    same command then runs the queued trial first."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    long_run = ["--", "--total-timesteps", "200000", "--learning-starts", "500", "--log-interval", "250", "--no-cuda"]
+    first = tune(*SPACE, "--trials", 2, "--storage", storage, "--out", tmp_path / "out", *long_run, wait=False)
+    deadline = time.time() + 300
+    while not glob.glob(str(tmp_path / "out" / "runs" / "trial-0" / "seed1" / "*" / "metrics.csv")):  # training
+        assert time.time() < deadline and first.poll() is None, first.stderr.read() if first.poll() is not None else "slow"
+        time.sleep(0.5)
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 143, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        "tune.py: stopped by SIGTERM (trials 0 failed and queued again); the same command goes on with the study"
+    )
+    (summary,) = (tmp_path / "out" / "runs" / "trial-0" / "seed1").glob("*/summary.json")
+    assert json.loads(summary.read_text())["status"] == "terminated" and (summary.parent / "checkpoint.pt").is_file()
+    stopped, queued = trials(storage)
+    assert (stopped.state.name, queued.state.name) == ("FAIL", "WAITING")
+    assert stopped.user_attrs["error"] == "stopped by SIGTERM, queued again" and queued.user_attrs["failed_trial"] == 0
+    assert "| FAIL |" in (tmp_path / "out" / "trials.md").read_text()
+    again = tune(*SPACE, "--trials", 1, "--storage", storage, "--out", tmp_path / "out", *RUN)
+    assert again.returncode == 0, again.stderr[-3000:]
+    stopped, retried = trials(storage)
+    assert retried.state.name == "COMPLETE" and retried.params == stopped.params
+
+
+def test_a_run_that_diverged_prunes_its_trial_and_the_study_goes_on(tmp_path):
+    """A learning rate that sends DQN's Q values to inf: each run ends "diverged" (exit 1); that is what the flags did,
+    not the script failing, so the trials are pruned and the three-failures stop does not apply."""
+    done = tune("--param", "learning-rate=float:1e29:1e30:log", "--trials", 3, "--out", tmp_path, *RUN)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = trials(f"sqlite:///{tmp_path / 'study.db'}")
+    assert [t.state.name for t in study] == ["PRUNED"] * 3
+    assert all(t.user_attrs["error"].startswith("seed1: diverged at step ") for t in study), [t.user_attrs for t in study]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,9 +19,8 @@ studies).
 Pruning (--pruner median or hyperband): while a run trains, each new row of its metrics.csv with an episodic return is
 reported as an intermediate value (at the run's position in the trial times the budget, plus its global_step), and
 none before --prune-after steps (half a run by default: a run that has just begun to learn says little of its flags) nor
-before three trials are complete; a
-trial the pruner stops has its run ended by SIGTERM, which the scripts answer by writing summary.json with status
-"terminated".
+before three trials are complete (the median pruner; Hyperband's rungs have no such count); a trial the pruner stops
+has its run ended by SIGTERM, which the scripts answer by writing summary.json with status "terminated".
 
 The study lives in --storage: a sqlite file by default (<out>/study.db), --jobs trials at a time in this process; for
 workers on many machines a PostgreSQL URL (postgresql+psycopg://user@host/db, through Optuna's RDB storage) or Optuna's
@@ -29,7 +28,9 @@ journal file on a shared file system (journal:PATH). The same --study-name resum
 or PostgreSQL) every running trial sends a heartbeat: a worker killed mid-trial (its runs get SIGTERM as their parent
 dies) leaves its trial RUNNING until the heartbeat is --grace-s old; the next worker to start a trial marks it failed and
 queues it again with the same flags (Optuna's RetryHeartbeatStaleTrialCallback, --retries times). Optuna's journal
-storage has no heartbeat: there a killed worker's trial stays as it was.
+storage has no heartbeat: there a killed worker's trial stays as it was. Ctrl-C or SIGTERM (Slurm's time limit) to a
+worker stops the runs of its running trials (SIGTERM: each checkpoints and writes its summary), fails those trials and
+queues each again with its flags, writes the report and exits 130 or 143: the same command goes on with the study.
 
 What it leaves in --out: each run's folder (runs/trial-N/...), trials.csv and trials.md (every trial of the study: its
 state, score, flags, the trial it retries), best.txt (the best trial's command line, to paste), and plots as PNG
@@ -38,7 +39,8 @@ state, score, flags, the trial it retries), best.txt (the best trial's command l
 
 Errors a user meets end with one line and exit 2, before anything is written to the study: a --param naming no flag of
 the script, an empty range, a --space file without params(), a storage that cannot be reached. A script that fails in
-every trial stops the study after three failed trials in a row, with one line naming the cause (exit 1).
+every trial stops the study after three failed trials in a row, with one line naming the cause (exit 1); a run that
+diverged (NaN or inf in its metrics) is its flags' outcome, not a failure: its trial is pruned.
 """
 
 import argparse
@@ -211,6 +213,10 @@ def parent_death_signal():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+class Stopped(Exception):
+    """A trial's runs stopped by a signal to the tuner (Ctrl-C, SIGTERM): the trial fails and is queued again."""
+
+
 class Tuner:
     def __init__(self, options, space, fixed):
         self.o, self.space, self.fixed = options, space, fixed
@@ -218,6 +224,8 @@ class Tuner:
         self.flags = script_flags(self.script)
         self.out = pathlib.Path(options.out).resolve()
         self.failed_in_a_row, self.last_failure, self.lock = 0, None, threading.Lock()
+        self.stopping = None  # the signal that stops the study (Ctrl-C, SIGTERM): its running trials are queued again
+        self.stopped = []  # those trials
         self.budget = budget(self.flags, options.extra)  # env steps per run: a run's intermediate values follow the last's
 
     def sample(self, trial):
@@ -273,46 +281,56 @@ class Tuner:
             summary = self.run(trial, values, seed, env_id, folder, position)
             if summary is None:  # pruned
                 raise optuna.TrialPruned()
+            if summary.get("status") == "diverged":  # its flags' outcome, not the script's failure: scored as pruned
+                trial.set_user_attr("error", f"{name}: diverged at step {summary.get('global_step')}")
+                raise optuna.TrialPruned()
             scores.append(self.score(summary["episodic_return"], env_id))
-        with self.lock:
-            self.failed_in_a_row = 0
         return sum(scores) / len(scores)
 
     def run(self, trial, values, seed, env_id, folder, position):
         """One run of the trial, its metrics.csv rows reported as it writes them; its summary, or None where the pruner
         stopped it (SIGTERM). A run that fails raises RuntimeError with its last error line."""
         folder.mkdir(parents=True, exist_ok=True)
+        earlier = set(folder.iterdir())  # (another study's trial of this number in this --out: not this run's)
         cmd = self.command(values, seed, env_id, folder)
         trial.set_user_attr(f"command{position}", shlex.join(cmd[1:]))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(folder / "run.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=parent_death_signal)
-            seen, pruned = 0, False
-            while proc.poll() is None:
-                time.sleep(self.o.poll_s)
-                seen, pruned = self.read_rows(trial, folder, seen, position, env_id)
-                if pruned:
-                    proc.send_signal(signal.SIGTERM)  # the script checkpoints, writes summary.json as terminated
-                    proc.wait()
-                    break
+            try:
+                seen, pruned = 0, False
+                while proc.poll() is None and not self.stopping:
+                    time.sleep(self.o.poll_s)
+                    seen, pruned = self.read_rows(trial, folder, earlier, seen, position, env_id)
+                    if pruned:
+                        break
+            finally:  # pruned, the study stopped, or an error here: the script checkpoints, writes its summary, ends
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                proc.wait()
+        if self.stopping:  # (a Ctrl-C reaches the run itself too)
+            raise Stopped(f"stopped by {signal.Signals(self.stopping).name}")
         if pruned:
             return None
-        self.read_rows(trial, folder, seen, position, env_id)
-        summaries = sorted(folder.glob("*/summary.json"))
+        self.read_rows(trial, folder, earlier, seen, position, env_id)
+        summaries = sorted(p for p in folder.glob("*/summary.json") if p.parent not in earlier)
         summary = json.loads(summaries[-1].read_text()) if summaries else None
+        if summary is not None and summary.get("status") == "diverged":
+            return summary
         if proc.returncode != 0 or summary is None or summary.get("episodic_return") is None:
             lines = (folder / "run.log").read_text(errors="replace").strip().splitlines()
             errors = [line for line in lines if line.startswith(("error:", "warning:")) or "Error" in line]
             cause = (errors or lines or ["no output"])[-1]
-            if proc.returncode == 0:
+            if proc.returncode == 0 and summary is not None:
                 cause = "no episode finished (summary.json's episodic_return is null): a longer budget?"
             raise RuntimeError(f"{shlex.join(cmd[1:])} exited {proc.returncode}: {cause}")
         return summary
 
-    def read_rows(self, trial, folder, seen, position, env_id):
-        """New metrics.csv rows with a return, as intermediate values; (rows read, whether to prune)."""
+    def read_rows(self, trial, folder, earlier, seen, position, env_id):
+        """New metrics.csv rows of this run (not of the `earlier` folders) with a return, as intermediate values; (rows
+        read, whether to prune)."""
         rows = []
-        for path in folder.glob("*/metrics.csv"):
+        for path in [p for p in folder.glob("*/metrics.csv") if p.parent not in earlier]:
             with open(path, newline="") as f:
                 rows = list(csv.DictReader(f))
         for row in rows[seen:]:
@@ -325,10 +343,16 @@ class Tuner:
         return len(rows), False
 
     def failed(self, study, trial):
-        """After each trial: three failed trials in a row (a script that fails in every trial) stop the study."""
+        """After each trial: three failed trials in a row (a script that fails in every trial) stop the study, as a
+        signal does."""
         import optuna
 
-        if trial.state != optuna.trial.TrialState.FAIL:
+        if self.stopping:
+            study.stop()
+            return
+        if trial.state != optuna.trial.TrialState.FAIL:  # complete, or pruned (diverged runs too)
+            with self.lock:
+                self.failed_in_a_row = 0
             return
         with self.lock:
             self.failed_in_a_row += 1
@@ -350,7 +374,8 @@ def report(study, tuner, out):
             (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else None
         )
         value = t.value if t.state == optuna.trial.TrialState.COMPLETE else None  # (a pruned trial's is its last row's)
-        row = dict(number=t.number, state=t.state.name, value=value, retries=t.system_attrs.get("failed_trial"))
+        retries = t.system_attrs.get("failed_trial", t.user_attrs.get("failed_trial"))  # (a dead worker's, a stopped one)
+        row = dict(number=t.number, state=t.state.name, value=value, retries=retries)
         row.update({n: t.params.get(n) for n in names}, duration_s=None if duration is None else round(duration, 1))
         row.update(worker=t.user_attrs.get("worker"), error=t.user_attrs.get("error"))
         rows.append(row)
@@ -505,21 +530,40 @@ def main(argv=None):
     def objective(trial):
         try:
             return tuner.objective(trial)
+        except Stopped as e:  # failed, and queued again with its flags: the same command goes on with it
+            trial.set_user_attr("error", f"{e}, queued again")
+            study.enqueue_trial(trial.params, user_attrs={"failed_trial": trial.number})
+            tuner.stopped.append(trial.number)
+            raise
         except (RuntimeError, ValueError) as e:
             trial.set_user_attr("error", str(e)[-500:])
             print(f"tune.py: trial {trial.number} failed: {e}", file=sys.stderr)
             raise
 
+    def ask_to_stop(signum, frame):  # Ctrl-C, SIGTERM: each running trial's run stops (checkpointed), no new trial
+        tuner.stopping = signum
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, ask_to_stop)
     study.optimize(
         objective,
         n_trials=o.trials,
         n_jobs=o.jobs,
         callbacks=[tuner.failed],
-        catch=(RuntimeError, ValueError),
+        catch=(RuntimeError, ValueError, Stopped),
         gc_after_trial=False,
     )
     if not o.no_report:
         report(study, tuner, pathlib.Path(o.out))
+    if tuner.stopping:
+        name = signal.Signals(tuner.stopping).name
+        queued = (
+            f"trials {', '.join(map(str, sorted(tuner.stopped)))} failed and queued again"
+            if tuner.stopped
+            else "no trial running"
+        )
+        print(f"tune.py: stopped by {name} ({queued}); the same command goes on with the study", file=sys.stderr)
+        return 130 if tuner.stopping == signal.SIGINT else 143
     if tuner.failed_in_a_row >= 3:
         fail(f"three trials in a row failed, the study stops here: {tuner.last_failure}", code=1)
     return 0
