@@ -255,8 +255,14 @@ def a_study(tmp_path_factory):
         ),
         (["--param", "learning-rate=float:1e-4:1e-2", "--env-ids", "CartPole-v1,Acrobot-v1"], "need --target-scores"),
         (["--param", "learning-rate=float:1e-4:1e-2", "--seeds", "a"], "--seeds a: a comma-separated list"),
+        (["--space", "{space}.txt"], "space.py.txt: a Python file, FILE.py"),
+        (["--param", "learning-rate=float:1e-4:1e-2", "--poll-s", "0"], "--poll-s: must be above 0, got 0.0"),
+        (["--param", "learning-rate=float:1e-4:1e-2", "--prune-after", "-1"], "--prune-after: must be 0 or more"),
+        (["--param", "learning-rate=float:1e-4:1e-2", "--", "--total-timesteps", "1e5"], "-- --total-timesteps 1e5: an"),
+        (["--param", "learning-rate=float:1e-4:1e-2", "--", "--seed", "3"], "-- --seed: set by the tuner for each run"),
     ],
-    ids=["flag", "range", "log", "choice", "kind", "space", "none", "storage", "targets", "seeds"],
+    ids=["flag", "range", "log", "choice", "kind", "space", "none", "storage", "targets", "seeds", "space-file", "poll"]
+    + ["prune-after", "budget", "own-flag"],
 )
 def test_what_a_user_types_wrong_ends_in_one_line_and_leaves_the_study(args, error, a_study, tmp_path):
     (tmp_path / "space.py").write_text("x = 1\n")

@@ -129,12 +129,15 @@ def literal(text):
 
 def load_space(path):
     """--space FILE: its params(trial) -> {flag: value}."""
+    if not path.endswith(".py"):
+        fail(f"--space {path}: a Python file, FILE.py")
     try:
         spec = importlib.util.spec_from_file_location("tune_space", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except (OSError, SyntaxError) as e:
-        fail(f"--space {path}: cannot be read ({type(e).__name__}: {e})")
+    except Exception as e:  # (it cannot be read, or fails as it runs: a syntax error, an import it lacks)
+        problem = f"{type(e).__name__}: {e}".replace("\n", " ")
+        fail(f"--space {path}: cannot be read ({problem})")
     if not callable(getattr(module, "params", None)):
         fail(f"--space {path}: defines no params(trial) function")
     return module.params
@@ -197,10 +200,13 @@ def make_storage(url, heartbeat_s, grace_s, retries):
 def budget(flags, extra):
     """The runs' env steps: --total-timesteps among the flags after --, else the script's default."""
     for i, flag in enumerate(extra):
-        if flag == "--total-timesteps" and i + 1 < len(extra):
-            return int(extra[i + 1])
-        if flag.startswith("--total-timesteps="):
-            return int(flag.split("=", 1)[1])
+        value = extra[i + 1] if flag == "--total-timesteps" and i + 1 < len(extra) else None
+        value = flag.split("=", 1)[1] if flag.startswith("--total-timesteps=") else value
+        if value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                fail(f"-- --total-timesteps {value}: an integer (the runs' budget, as the scripts take it)")
     with contextlib.suppress(ValueError, TypeError):
         return int(ast.literal_eval(flags["total_timesteps"]))
     return 10**9
@@ -475,6 +481,16 @@ def main(argv=None):
     for name, low in [("--trials", o.trials), ("--jobs", o.jobs), ("--heartbeat-s", o.heartbeat_s), ("--grace-s", o.grace_s)]:
         if low < 1:
             fail(f"{name}: must be 1 or more, got {low}")
+    if not o.poll_s > 0:
+        fail(f"--poll-s: must be above 0, got {o.poll_s}")
+    for name, value in [("--retries", o.retries), ("--prune-after", o.prune_after)]:
+        if value is not None and value < 0:
+            fail(f"{name}: must be 0 or more, got {value}")
+    # the tuner's own flags after --: the runs would take them, not the tuner's values
+    own = [f for f in o.extra if f.split("=")[0] in ("--seed", "--env-id", "--output-dir", "--resume")]
+    if own:
+        fail(f"-- {own[0].split('=')[0]}: set by the tuner for each run (--seeds, --env-ids, --out), not after --")
+    budget(flags, o.extra)  # (a budget that is no integer: said here, before the storage is opened)
     if o.grace_s <= o.heartbeat_s:
         fail(f"--grace-s: must be above --heartbeat-s ({o.heartbeat_s}), got {o.grace_s}")
     try:
