@@ -291,11 +291,10 @@ def test_ray_address_auto_without_a_cluster(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1], ids=["SIGTERM", "SIGUSR1"])
-def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_ray_process(signum, tmp_path):
-    """As Slurm's time limit does (SIGTERM), or its warning sent without B: (SIGUSR1): the signal to every process of
+def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_ray_process(tmp_path):
+    """As Slurm does: its warning sent without B: (SIGUSR1), then its time limit (SIGTERM), each to every process of
     the run (the script, its local Ray's GCS, raylet and agents, the runners). The local Ray started with both blocked,
-    so the learner alone acts on it: the run says it was terminated, its checkpoint holds the step it stopped at and
+    so the learner alone acts on them: the run says it was terminated, its checkpoint holds the step it stopped at and
     both runners' envs, its model is kept, and the learner's shutdown ends Ray's processes."""
     import torch
 
@@ -303,10 +302,11 @@ def test_sigterm_to_all_the_run_s_processes_ends_it_checkpointed_and_leaves_no_r
     with Background(CONT, *flags, tmp_path=tmp_path) as run:
         run.wait_for_rows(2)
         started = {pid: command(pid) for pid in descendants(run.proc.pid)}
-        run.signal(signum)
-        for pid, cmdline in started.items():
-            if command(pid) == cmdline:  # (still that process)
-                os.kill(pid, signum)
+        for signum in (signal.SIGUSR1, signal.SIGTERM):
+            run.signal(signum)
+            for pid, cmdline in started.items():
+                if command(pid) == cmdline:  # (still that process)
+                    os.kill(pid, signum)
         summary = run.finish(limit=120, status=143)
         assert summary["status"] == "terminated" and 0 < summary["global_step"] < 1_000_000
         run_dir = pathlib.Path(summary["_run_dir"])
