@@ -528,7 +528,12 @@ fi
 # util-linux (without it, no lock). A Slurm submission's tasks share their folder by design.
 if [ -z "$RUN_TASK" ] && [ "$SLURM" = 0 ] && command -v flock >/dev/null; then
     exec 9>>"$OUT/.lock"
-    flock -n 9 || die "$([ -n "$RESUME" ] && echo --resume || echo --out): another ./run.sh is running into $OUT; wait for it or stop it"
+    flock -n -E 75 9
+    case $? in
+    0) ;;
+    75) die "$([ -n "$RESUME" ] && echo --resume || echo --out): another ./run.sh is running into $OUT; wait for it or stop it" ;;
+    *) echo "run.sh: warning: --out: $OUT cannot be locked here (a file system without flock?): one call at a time" >&2 ;;
+    esac
 fi
 if [ -n "$PUBLISH" ]; then
     mkdir -p "$PUBLISH" || die "--publish: cannot create $PUBLISH"
