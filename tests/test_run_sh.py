@@ -684,19 +684,27 @@ def test_driver_interrupt_keeps_what_finished(tmp_path):
     check_png(out / "sps_sac_continuous_action.png")
 
 
+def hanging_run_sh(tmp_path, scripts, hang_seed, args):
+    """run.sh started in a session of its own with `args`, its run of seed `hang_seed` running (and running for ever
+    until a signal stops it): the Popen."""
+    marker = tmp_path / "marker"
+    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
+    env.update(FAKE_HANG_SEED=str(hang_seed), FAKE_MARKER=str(marker))
+    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    while not marker.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    return proc
+
+
 def test_sigterm_to_the_driver_alone_stops_its_running_run(tmp_path):
     """kill PID (docker stop, systemd) reaches run.sh alone: it passes the SIGTERM on to the run going, which writes its
     summary as terminated, and exits 143 without waiting for the run's end."""
     scripts = fake_scripts(tmp_path, "sac_continuous_action")
-    out, marker = tmp_path / "bench", tmp_path / "marker"
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
-    env.update(FAKE_HANG_SEED="2", FAKE_MARKER=str(marker))
+    out = tmp_path / "bench"
     args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2,3", "--out", str(out)]
-    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    while not marker.exists() and proc.poll() is None:  # seed 2 is running (and would run for ever)
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
+    proc = hanging_run_sh(tmp_path, scripts, 2, args)  # seed 2 is running
     os.kill(proc.pid, signal.SIGTERM)  # run.sh alone
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stdout + stderr
@@ -708,16 +716,10 @@ def test_a_second_call_into_a_folder_in_use_is_refused(tmp_path):
     """While run.sh runs into a folder, a second call into it (--resume, --append) would run the same unfinished runs
     into the same run folders: it is refused before any work, and the first goes on."""
     scripts = fake_scripts(tmp_path, "sac_continuous_action")
-    out, marker = tmp_path / "bench", tmp_path / "marker"
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
-    env.update(FAKE_HANG_SEED="2", FAKE_MARKER=str(marker))
+    out = tmp_path / "bench"
     args = ["--scripts", "sac_continuous_action", "--variants", "baseline", "--seeds", "1,2", "--out", str(out)]
-    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = hanging_run_sh(tmp_path, scripts, 2, args)  # seed 2 is running
     try:
-        while not marker.exists() and proc.poll() is None:  # seed 2 is running (and would run for ever)
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()
         plan = (out / "plan.tsv").read_text()
         for again, flag in [(["--resume", out], "--resume"), ([*args, "--append"], "--out")]:
             second = run_sh(*again, env={"RUN_SH_SCRIPTS_DIR": str(scripts)}, check=2)
@@ -1248,16 +1250,10 @@ def test_torchrun_passes_slurm_s_warning_on_and_the_run_is_recorded_as_it_ended(
     stop with their checkpoint; torchrun then exits 1 after it, and run.sh records the run as its summary says it
     ended: terminated, as the run of another variant is."""
     scripts = fake_scripts(tmp_path, "ppo_atari_multigpu_torchcompile")
-    out, marker = tmp_path / "bench", tmp_path / "marker"
-    env = dict(os.environ, PYTHON=sys.executable, MPLBACKEND="Agg", RUN_SH_SCRIPTS_DIR=str(scripts))
-    env.update(FAKE_HANG_SEED="1", FAKE_MARKER=str(marker))
+    out = tmp_path / "bench"
     args = ["--scripts", "ppo_atari", "--variants", "multigpu", "--seeds", "1", "--out", str(out)]
-    proc = subprocess.Popen(["bash", str(RUN_SH), *args], cwd=ROOT, env=env, start_new_session=True, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = hanging_run_sh(tmp_path, scripts, 1, args)  # the rank is running
     try:
-        while not marker.exists() and proc.poll() is None:  # the rank is running (and would run for ever)
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()
         (torchrun,) = [pid for pid in descendants(proc.pid) if "torch.distributed.run" in command(pid)]
         os.kill(torchrun, signal.SIGUSR1)  # (the run's own process: Slurm's B:USR1 reaches run.sh, which passes it on)
         stdout, stderr = proc.communicate(timeout=120)
